@@ -1,0 +1,184 @@
+"""Training and evaluation: one loop for every capsule network in the course, CPU or GPU.
+
+Taught in chapter 02. A model takes ``model(images, targets)`` while training (the decoder needs the
+target) and ``model(images)`` to predict, and returns an output with ``.lengths`` ``(B, J)``; the class
+is the longest capsule. The loss is ``loss_fn(output, images, targets)`` (default: :func:`capsnet_loss`).
+Mixed precision (autocast + gradient scaling) is used only on CUDA, so the same call runs on a laptop.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+from tqdm.auto import tqdm
+
+from .data import random_shift
+from .models import capsnet_loss
+
+__all__ = ["History", "batches", "evaluate", "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
+
+
+@dataclass
+class History:
+    """Per-epoch record of a training run. Chapter 02."""
+
+    epoch: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)
+    train_accuracy: list = field(default_factory=list)
+    test_accuracy: list = field(default_factory=list)
+    lr: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "History":
+        return cls(**{k: list(v) for k, v in d.items()})
+
+
+def batches(data: Dataset, batch_size: int, shuffle: bool = False,
+            generator: torch.Generator | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield ``(images, labels)`` batches: sliced directly from a ``TensorDataset``, else via a ``DataLoader``."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if isinstance(data, TensorDataset):
+        images, labels = data.tensors[:2]
+        n = len(labels)
+        order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
+        for i in range(0, n, batch_size):
+            idx = order[i:i + batch_size]
+            yield images[idx], labels[idx]
+    else:
+        yield from DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator)
+
+
+def _autocast(device: torch.device, amp: bool):
+    if amp and device.type == "cuda":
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.autocast("cuda", dtype=dtype)
+    return torch.autocast(device.type, enabled=False)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, data: Dataset, batch_size: int = 500, device=None, amp: bool = False) -> float:
+    """Accuracy (in [0, 1]) of the longest capsule on ``data``. Chapter 02."""
+    device = torch.device(device or next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    for x, y in batches(data, batch_size):
+        x, y = x.to(device), y.to(device)
+        with _autocast(device, amp):
+            lengths = model(x).lengths
+        correct += (lengths.argmax(dim=1) == y).sum().item()
+        total += len(y)
+    model.train(was_training)
+    if total == 0:
+        raise ValueError("cannot evaluate on an empty dataset")
+    return correct / total
+
+
+def fit(
+    model: torch.nn.Module,
+    train: Dataset,
+    test: Dataset | None = None,
+    *,
+    epochs: int = 1,
+    batch_size: int = 128,
+    lr: float = 1e-3,
+    lr_decay: float = 0.9,
+    max_shift: int = 0,
+    device=None,
+    amp: bool = False,
+    seed: int = 0,
+    loss_fn: Callable = capsnet_loss,
+    checkpoint: str | Path | None = None,
+    progress: bool = True,
+) -> History:
+    """Train ``model`` with Adam and a per-epoch exponential learning-rate decay; return its :class:`History`.
+
+    Args:
+        train, test: datasets of ``(image, label)``; ``test`` is evaluated after every epoch.
+        epochs, batch_size, lr, lr_decay: Adam with ``ExponentialLR(lr_decay)`` stepped once per epoch.
+        max_shift: random translation of training images in pixels (Sabour: 2; 0 turns it off).
+        device: "cpu", "cuda", ...; default: the model's device. ``amp`` uses mixed precision on CUDA only.
+        seed: seeds the shuffling and the shifts (the model's initialisation is the caller's).
+        checkpoint: if given, the model, optimiser and history are saved there after every epoch.
+        progress: show a tqdm progress bar.
+
+    Chapter 02.
+    """
+    if epochs < 0:
+        raise ValueError(f"epochs must be >= 0, got {epochs}")
+    device = torch.device(device or next(model.parameters()).device)
+    model.to(device).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp and device.type == "cuda")
+    generator = torch.Generator().manual_seed(seed)
+    history = History()
+    steps = -(-len(train) // batch_size)
+    for epoch in range(1, epochs + 1):
+        start, total_loss, correct, seen = time.perf_counter(), 0.0, 0, 0
+        bar = tqdm(batches(train, batch_size, shuffle=True, generator=generator), total=steps,
+                   desc=f"epoch {epoch}/{epochs}", disable=not progress, leave=False)
+        for x, y in bar:
+            x = random_shift(x, max_shift, generator=generator) if max_shift else x
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with _autocast(device, amp):
+                out = model(x, y)
+                loss = loss_fn(out, x, y)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            total_loss += loss.item() * len(y)
+            correct += (out.lengths.detach().argmax(dim=1) == y).sum().item()
+            seen += len(y)
+            bar.set_postfix(loss=f"{total_loss / seen:.4f}")
+        history.epoch.append(epoch)
+        history.lr.append(optimizer.param_groups[0]["lr"])
+        scheduler.step()
+        history.train_loss.append(total_loss / max(seen, 1))
+        history.train_accuracy.append(correct / max(seen, 1))
+        history.seconds.append(time.perf_counter() - start)
+        if test is not None:
+            history.test_accuracy.append(evaluate(model, test, device=device, amp=amp))
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, model, optimizer, history)
+    return history
+
+
+def fit_profile(model: torch.nn.Module, train: Dataset, test: Dataset | None, profile, **overrides) -> History:
+    """:func:`fit` with the epochs, batch size, schedule, shifts, device and precision of a profile. Chapter 02."""
+    settings = dict(epochs=profile.epochs, batch_size=profile.batch_size, lr=profile.lr,
+                    lr_decay=profile.lr_decay, max_shift=profile.max_shift, device=profile.device,
+                    amp=profile.amp)
+    settings.update(overrides)
+    return fit(model, train, test, **settings)
+
+
+def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, history: History | None = None) -> None:
+    """Save the model's (and optimiser's) state and the history, loadable with ``weights_only=True``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "history": history.to_dict() if history is not None else None,
+    }, path)
+
+
+def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, map_location="cpu") -> History | None:
+    """Load a checkpoint written by :func:`save_checkpoint` (safely: ``weights_only=True``); return its history."""
+    blob = torch.load(path, map_location=map_location, weights_only=True)
+    model.load_state_dict(blob["model"])
+    if optimizer is not None and blob.get("optimizer") is not None:
+        optimizer.load_state_dict(blob["optimizer"])
+    return History.from_dict(blob["history"]) if blob.get("history") is not None else None
