@@ -1,0 +1,170 @@
+# capsule-lab: the two commands are `make book` and `make test` (see README.md).
+#
+# Everything is installed into ./.venv; nothing is registered globally. Stamp files under
+# .venv/ and the data root make every step idempotent: a second `make setup` does nothing.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+
+# The torch pins for this machine kind (x86_64, Python 3.11: both wheels lie on local disk).
+# Elsewhere override, e.g. `make setup TORCH_SPEC="torch==2.9.1 torchvision==0.24.1"`
+# or a CPU build: `make setup TORCH_SPEC="torch torchvision --index-url <your torch CPU index>"`.
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+
+# Vendored front-end code for the book (no CDN at page-load time). Versions: html-manager 1.0.x
+# is the one that matches ipywidgets 8.1; MathJax 3 is what Sphinx 7 configures.
+HTML_MANAGER_VERSION ?= 1.0.15
+REQUIREJS_VERSION    ?= 2.3.8
+MATHJAX_VERSION      ?= 3.2.2
+VENDOR_DIR := book/_static/vendor
+VENDOR_FILES := $(VENDOR_DIR)/require.js $(VENDOR_DIR)/html-manager/embed-amd.js \
+                $(VENDOR_DIR)/mathjax/tex-chtml.js
+
+# Data root (same default as capsule_lab: ./data, or $CAPSULE_LAB_DATA).
+DATA_DIR   := $(if $(CAPSULE_LAB_DATA),$(CAPSULE_LAB_DATA),data)
+FASHION_DEB_DIR := /usr/share/datasets/fashion-mnist
+
+# Deterministic, CPU-sized runs for tests and for re-executing the committed notebooks.
+# Kernels run with the notebook's folder as cwd, so the data root is passed as an absolute path.
+RUN_ENV := CAPSULE_LAB_PROFILE=quick CAPSULE_LAB_DATA=$(abspath $(DATA_DIR)) \
+           OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONHASHSEED=0
+
+# The torch stamp's name carries a hash of TORCH_SPEC, so a new spec re-runs the torch install.
+TORCH_SPEC_HASH := $(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1)
+TORCH_STAMP := $(VENV)/.stamp-torch-$(TORCH_SPEC_HASH)
+SETUP_STAMP := $(VENV)/.stamp-setup
+DATA_STAMP  := $(DATA_DIR)/.stamp-capsule-lab-data
+
+NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb solutions/*.ipynb))
+NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+              -p no:cacheprovider -n 2 --dist loadfile
+JB_BUILD := $(VENV)/bin/jupyter-book build . -W -n --keep-going
+
+# Run `apt-get update` at most once (per 12 h) before an install, and only as root.
+define APT_UPDATE_ONCE
+mkdir -p .make; \
+if [ -z "$$(find .make/apt-updated -mmin -720 2>/dev/null)" ]; then \
+  DEBIAN_FRONTEND=noninteractive apt-get update && touch .make/apt-updated; fi
+endef
+
+.PHONY: help setup data chromium widgets-js book test test-unit test-notebooks notebooks clean distclean
+
+help:
+	@echo "make book        set up .venv and build the book into _build/html"
+	@echo "make test        set up, fetch data, run unit + notebook (nbval) + book/browser tests"
+	@echo "make setup       create .venv and install capsule-lab[book,test] (TORCH_SPEC='$(TORCH_SPEC)')"
+	@echo "make data        fetch the offline datasets into $(DATA_DIR)/"
+	@echo "make notebooks   re-execute chapters/ and solutions/ (quick profile), regenerate exercises/"
+	@echo "make widgets-js  refresh the vendored widget/MathJax JavaScript in $(VENDOR_DIR)/"
+	@echo "make clean       remove build and test caches (keeps .venv and data)"
+
+# ---------------------------------------------------------------- setup
+setup: $(SETUP_STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(TORCH_STAMP): | $(PY)
+	$(PIP) install $(TORCH_SPEC)
+	@rm -f $(VENV)/.stamp-torch-*
+	@echo '$(TORCH_SPEC)' > $@
+
+$(SETUP_STAMP): pyproject.toml $(TORCH_STAMP)
+	$(PIP) install -e '.[book,test]'
+	@touch $@
+
+# ---------------------------------------------------------------- data
+data: $(DATA_STAMP)
+
+$(DATA_STAMP): $(SETUP_STAMP)
+	@if [ ! -d $(FASHION_DEB_DIR) ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    $(APT_UPDATE_ONCE) && DEBIAN_FRONTEND=noninteractive apt-get install -y dataset-fashion-mnist; \
+	  else \
+	    echo "note: $(FASHION_DEB_DIR) is missing; as root run:"; \
+	    echo "  apt-get update && apt-get install -y dataset-fashion-mnist"; \
+	  fi; \
+	fi
+	CAPSULE_LAB_DATA=$(abspath $(DATA_DIR)) $(VENV)/bin/capsule-lab data
+	@mkdir -p $(DATA_DIR) && touch $@
+
+# ---------------------------------------------------------------- chromium (browser test)
+chromium:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  $(APT_UPDATE_ONCE) && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	else \
+	  echo "note: /usr/bin/chromium is missing; the browser test will fail. As root run:"; \
+	  echo "  apt-get update && apt-get install -y chromium"; \
+	fi
+
+# ---------------------------------------------------------------- vendored JS
+# The vendored files are committed; this target refreshes them from the npm registry.
+widgets-js:
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	( cd "$$tmp" && npm pack --silent @jupyter-widgets/html-manager@$(HTML_MANAGER_VERSION) \
+	    requirejs@$(REQUIREJS_VERSION) mathjax@$(MATHJAX_VERSION) >/dev/null ); \
+	for t in "$$tmp"/*.tgz; do d="$${t%.tgz}"; mkdir -p "$$d"; tar -xzf "$$t" -C "$$d"; done; \
+	hm="$$tmp/jupyter-widgets-html-manager-$(HTML_MANAGER_VERSION)/package"; \
+	rq="$$tmp/requirejs-$(REQUIREJS_VERSION)/package"; \
+	mj="$$tmp/mathjax-$(MATHJAX_VERSION)/package"; \
+	rm -rf $(VENDOR_DIR); mkdir -p $(VENDOR_DIR)/html-manager $(VENDOR_DIR)/mathjax; \
+	cp "$$rq/require.js" $(VENDOR_DIR)/require.js; \
+	cp "$$hm/dist/embed-amd.js" "$$hm"/dist/*.woff2 "$$hm"/dist/*.woff $(VENDOR_DIR)/html-manager/; \
+	cp "$$mj/es5/tex-chtml.js" "$$mj/LICENSE" $(VENDOR_DIR)/mathjax/; \
+	mkdir -p $(VENDOR_DIR)/mathjax/output/chtml/fonts $(VENDOR_DIR)/mathjax/input/tex; \
+	cp -r "$$mj/es5/output/chtml/fonts/woff-v2" $(VENDOR_DIR)/mathjax/output/chtml/fonts/; \
+	cp -r "$$mj/es5/input/tex/extensions" $(VENDOR_DIR)/mathjax/input/tex/; \
+	{ echo "Vendored by 'make widgets-js' from the npm registry (do not edit by hand):"; \
+	  echo "  require.js            requirejs@$(REQUIREJS_VERSION)  (MIT)"; \
+	  echo "  html-manager/         @jupyter-widgets/html-manager@$(HTML_MANAGER_VERSION)  (BSD-3-Clause):"; \
+	  echo "                        dist/embed-amd.js and its Font Awesome web fonts (OFL-1.1)"; \
+	  echo "  mathjax/              mathjax@$(MATHJAX_VERSION)  (Apache-2.0, see mathjax/LICENSE):"; \
+	  echo "                        es5/tex-chtml.js, CHTML woff-v2 fonts, TeX extensions"; } \
+	  > $(VENDOR_DIR)/VENDORED.txt
+	@du -sh $(VENDOR_DIR)
+
+$(VENDOR_FILES) &:
+	$(MAKE) widgets-js
+
+# ---------------------------------------------------------------- book
+book: $(SETUP_STAMP) $(VENDOR_FILES)
+	$(JB_BUILD)
+	@echo "book: _build/html/index.html"
+
+# ---------------------------------------------------------------- tests
+# 1. unit, property, grading and book/browser tests (tests/); 2. nbval on chapters/ and solutions/.
+# Both stages always run (so one failure does not hide the other); the exit code is the first failure.
+test: $(SETUP_STAMP) data chromium $(VENDOR_FILES)
+	@status=0; \
+	$(MAKE) --no-print-directory test-unit || status=$$?; \
+	$(MAKE) --no-print-directory test-notebooks || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
+	exit $$status
+
+test-unit: $(SETUP_STAMP)
+	$(RUN_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup
+
+test-notebooks: $(SETUP_STAMP)
+	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
+	$(RUN_ENV) $(PY) -m pytest $(NBVAL_ARGS) $(NOTEBOOKS)
+
+# ---------------------------------------------------------------- notebooks
+notebooks: $(SETUP_STAMP) data
+	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
+	printf '%s\n' $(NOTEBOOKS) | $(RUN_ENV) xargs -P 2 -I{} $(VENV)/bin/jupyter nbconvert \
+	  --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 {}
+	$(VENV)/bin/capsule-lab assign
+
+# ---------------------------------------------------------------- clean
+clean:
+	rm -rf _build .make .pytest_cache .hypothesis reports
+	find . -path ./.venv -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
+	find . -path ./.venv -prune -o -name .ipynb_checkpoints -type d -print0 | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info $(DATA_DIR)

@@ -1,0 +1,96 @@
+"""The notebooks follow the course's conventions (CONTRIBUTING.md): a title cell with objectives, a time
+estimate and a Colab badge pointing at the notebook itself; the shared setup cell installing from the
+repository set in _config.yml; executed and committed with outputs; each chapter in the table of contents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
+ALL = CHAPTERS + SOLUTIONS + EXERCISES
+
+
+def repository_url() -> str:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    return config["repository"]["url"].rstrip("/")
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def test_there_are_chapters_and_exercises():
+    assert {p.name for p in CHAPTERS} >= {"01_capsules.ipynb", "02_dynamic_routing.ipynb"}
+    assert {p.name for p in SOLUTIONS} == {p.name for p in EXERCISES}
+    assert {p.name for p in SOLUTIONS} >= {p.name for p in CHAPTERS}
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_title_cell_has_objectives_time_and_colab_badge(path):
+    nb = nbformat.read(path, as_version=4)
+    first = nb.cells[0]
+    assert first.cell_type == "markdown"
+    assert first.source.lstrip().startswith("# "), "the first cell starts with the title"
+    assert re.search(r"objectives", first.source, re.I), "learning objectives are stated"
+    assert re.search(r"\b\d+\s*(min|minutes|h|hours)\b", first.source, re.I), "a time estimate is given"
+    org_repo = repository_url().split("github.com/")[1]
+    badge = f"https://colab.research.google.com/github/{org_repo}/blob/main/{rel(path)}"
+    assert badge in first.source, f"the Colab badge must open this notebook: {badge}"
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel)
+def test_setup_cell_installs_from_the_configured_repository(path):
+    nb = nbformat.read(path, as_version=4)
+    setup = nb.cells[1]
+    assert setup.cell_type == "code"
+    assert 'if "google.colab" in sys.modules:' in setup.source
+    assert f"git+{repository_url()}" in setup.source
+    assert "setup(" in setup.source, "the setup cell picks the profile and seeds everything"
+
+
+@pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=rel)
+def test_committed_executed_in_order(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    counts = [c.execution_count for c in code]
+    assert None not in counts, "every code cell was executed"
+    assert counts == sorted(counts) and len(set(counts)) == len(counts), "executed top to bottom, once"
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"committed with an error output: {errors[:1]}"
+    assert "quick" in "".join(o.get("text", "") for o in code[0].outputs), \
+        "committed outputs come from the quick profile"
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=rel)
+def test_exercises_carry_no_outputs_and_no_solutions(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        assert "BEGIN SOLUTION" not in cell.source and "END SOLUTION" not in cell.source
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None
+
+
+def test_every_chapter_and_exercise_is_in_the_table_of_contents():
+    toc = (ROOT / "_toc.yml").read_text()
+    for path in CHAPTERS + EXERCISES:
+        assert f"file: {rel(path)[:-len('.ipynb')]}" in toc, f"{rel(path)} missing from _toc.yml"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=rel)
+def test_unstable_widget_cells_are_ignored_by_nbval(path):
+    """A widget's output holds a fresh model id on every run: its cell must carry NBVAL_IGNORE_OUTPUT."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        widget_output = any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
+        if widget_output:
+            assert "NBVAL_IGNORE_OUTPUT" in cell.source, cell.source[:80]
