@@ -65,7 +65,8 @@ def squash_exp(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """
     _check_tensor(s, "s", 1, "(..., D)")
     _, norm = _safe_norm(s, dim)
-    return (1.0 - torch.exp(-norm)) * (s / norm)
+    # -expm1(-x) = 1 - e^{-x} without the cancellation that makes it 0 for tiny x in float32.
+    return -torch.expm1(-norm) * (s / norm)
 
 
 def margin_loss(
