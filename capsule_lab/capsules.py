@@ -32,6 +32,11 @@ def _check_tensor(x, name: str, min_dim: int, shape: str) -> None:
         raise ValueError(f"{name} must be a floating-point tensor of shape {shape}, got {x.dtype}")
 
 
+def _check_dim(x: torch.Tensor, dim: int) -> None:
+    if not -x.dim() <= dim < x.dim():
+        raise ValueError(f"dim={dim} is out of range for a tensor of shape {tuple(x.shape)}")
+
+
 def _safe_norm(s: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (‖s‖², ‖s‖) along ``dim`` (kept), the norm smoothed so that it is differentiable at 0."""
     sq = (s * s).sum(dim=dim, keepdim=True)
@@ -51,6 +56,7 @@ def squash(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Chapter 01.
     """
     _check_tensor(s, "s", 1, "(..., D)")
+    _check_dim(s, dim)
     sq, norm = _safe_norm(s, dim)
     return (sq / (1.0 + sq)) * (s / norm)
 
@@ -64,6 +70,7 @@ def squash_exp(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Chapter 01 (used by the deep networks of chapter 04).
     """
     _check_tensor(s, "s", 1, "(..., D)")
+    _check_dim(s, dim)
     _, norm = _safe_norm(s, dim)
     # -expm1(-x) = 1 - e^{-x} without the cancellation that makes it 0 for tiny x in float32.
     return -torch.expm1(-norm) * (s / norm)

@@ -229,6 +229,8 @@ def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Gene
     """
     if images.dim() != 4:
         raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
+    if not isinstance(max_shift, int) or max_shift < 0:
+        raise ValueError(f"max_shift must be a non-negative integer (pixels), got {max_shift!r}")
     if max_shift == 0:
         return images
     B, _, H, W = images.shape

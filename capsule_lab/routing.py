@@ -131,7 +131,7 @@ def dynamic_routing(
     Chapter 02.
     """
     check_votes(votes)
-    if not isinstance(iterations, int) or iterations < 1:
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
     B, I, J, _ = votes.shape
     if prior_logits is None:

