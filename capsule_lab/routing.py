@@ -36,6 +36,7 @@ __all__ = [
     "routing_step",
     "dynamic_routing",
     "uniform_routing",
+    "vote_free_routing",
 ]
 
 
@@ -168,3 +169,143 @@ def uniform_routing(
     couplings = votes.new_full((B, I, J), 1.0 / J)
     poses = activation(votes.sum(dim=1) / J)
     return RoutingResult(poses, couplings, logits)
+
+
+# --- Routing without votes ------------------------------------------------------------------------------
+#
+# For a fully-connected capsule layer the votes are û_{j|i} = W_ij u_i, and both places dynamic routing
+# reads them are contractions that never need û itself:
+#
+#     s_j        = Σ_i c_ij W_ij u_i          = Σ_{i,k} W_ij[:, k] (c_ij u_ik)        (a matmul per j)
+#     ⟨û_{j|i}, v_j⟩ = ⟨u_i, W_ijᵀ v_j⟩                                           (a matmul per j)
+#
+# With W laid out as Wp_j = (I·D_in, D) both are batched matrix products over the J output capsules.
+# The backward pass is written by hand (a custom autograd Function) so that nothing of size B·I·J·D is
+# saved between the passes: it keeps the small per-iteration tensors c, s, v and recomputes the rest.
+
+
+def _softmax_backward(c: torch.Tensor, grad_c: torch.Tensor) -> torch.Tensor:
+    """Gradient w.r.t. the logits of c = softmax over dim 0, given the gradient w.r.t. c."""
+    return c * (grad_c - (grad_c * c).sum(dim=0, keepdim=True))
+
+
+class _VoteFreeRouting(torch.autograd.Function):
+    """Dynamic routing from (u, W) with a hand-written backward. Internal layout is output-major:
+    logits and couplings (J, B, I), poses (J, B, D), weights Wp (J, I·D_in, D)."""
+
+    @staticmethod
+    def forward(ctx, u, wp, logits, iterations, detach_votes, detach_couplings, activation):
+        J, B, I = logits.shape
+        D_in = u.shape[-1]
+        cs, ss, vs = [], [], []
+        b = logits
+        for t in range(iterations):
+            c = torch.softmax(b, dim=0)
+            x = (c.unsqueeze(-1) * u.unsqueeze(0)).reshape(J, B, I * D_in)
+            s = torch.bmm(x, wp)
+            v = activation(s)
+            cs.append(c), ss.append(s), vs.append(v)
+            if t < iterations - 1:
+                z = torch.bmm(v, wp.transpose(1, 2)).view(J, B, I, D_in)
+                b = b + (z * u.unsqueeze(0)).sum(dim=-1).to(b.dtype)
+        device = u.device.type
+        ctx.autocast = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device), device)
+        ctx.options = (iterations, detach_votes, detach_couplings, activation)
+        ctx.save_for_backward(u, wp, *cs, *ss, *vs)
+        return vs[-1], cs[-1], b
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_v, grad_c, grad_b):
+        iterations, detach_votes, detach_couplings, activation = ctx.options
+        enabled, dtype, device = ctx.autocast
+        u, wp, *rest = ctx.saved_tensors
+        cs, ss, vs = rest[:iterations], rest[iterations:2 * iterations], rest[2 * iterations:]
+        J, B, I = cs[0].shape
+        D_in = u.shape[-1]
+        with torch.autocast(device, dtype=dtype, enabled=enabled):
+            acc = torch.promote_types(u.dtype, torch.float32)  # accumulate low-precision grads in fp32
+            grad_u = torch.zeros_like(u, dtype=acc) if ctx.needs_input_grad[0] else None
+            grad_wp = torch.zeros_like(wp, dtype=acc) if ctx.needs_input_grad[1] else None
+            g_b = grad_b if grad_b is not None else torch.zeros_like(cs[0])  # ∂L/∂b_{t+1}, then ∂L/∂b_t
+            g_v = grad_v if grad_v is not None else torch.zeros_like(vs[-1])
+            u0 = u.unsqueeze(0)
+            for t in reversed(range(iterations)):
+                c, s, v = cs[t], ss[t], vs[t]
+                live = (t == iterations - 1) or not detach_votes
+                if t < iterations - 1:
+                    # b_{t+1} = b_t + a_t with a_t = ⟨u_i, W_ijᵀ v_j⟩: ∂L/∂a_t = ∂L/∂b_{t+1} = g_b.
+                    g_a = g_b
+                    xa = (g_a.unsqueeze(-1) * u0).reshape(J, B, I * D_in)
+                    g_v = torch.bmm(xa, wp)
+                    if live:
+                        z = torch.bmm(v, wp.transpose(1, 2)).view(J, B, I, D_in)
+                        if grad_u is not None:
+                            grad_u += (g_a.unsqueeze(-1) * z).sum(dim=0)
+                        if grad_wp is not None:
+                            grad_wp += torch.bmm(xa.transpose(1, 2), v)
+                with torch.enable_grad():
+                    s_ = s.detach().requires_grad_(True)
+                    (g_s,) = torch.autograd.grad(activation(s_), s_, g_v.to(s.dtype))
+                # s_t = Σ_i c_ij W_ij u_i.
+                zs = torch.bmm(g_s, wp.transpose(1, 2)).view(J, B, I, D_in)  # W_ijᵀ ∂L/∂s_j
+                if live:
+                    if grad_u is not None:
+                        grad_u += (c.unsqueeze(-1) * zs).sum(dim=0)
+                    if grad_wp is not None:
+                        x = (c.unsqueeze(-1) * u0).reshape(J, B, I * D_in)
+                        grad_wp += torch.bmm(x.transpose(1, 2), g_s)
+                g_c = torch.zeros_like(c) if detach_couplings else (zs * u0).sum(dim=-1).to(c.dtype)
+                if t == iterations - 1 and grad_c is not None:
+                    g_c = g_c + grad_c
+                g_b = g_b + _softmax_backward(c, g_c)
+        grad_u = grad_u.to(u.dtype) if grad_u is not None else None
+        grad_wp = grad_wp.to(wp.dtype) if grad_wp is not None else None
+        return grad_u, grad_wp, (g_b if ctx.needs_input_grad[2] else None), None, None, None, None
+
+
+def vote_free_routing(
+    u: torch.Tensor,
+    weight: torch.Tensor,
+    iterations: int = 3,
+    prior_logits: Optional[torch.Tensor] = None,
+    *,
+    detach_votes: bool = False,
+    detach_couplings: bool = False,
+    activation: Callable[[torch.Tensor], torch.Tensor] = squash,
+) -> RoutingResult:
+    """Dynamic routing for a fully-connected capsule layer, computed from (u, W) without forming the votes.
+
+    The same result as ``dynamic_routing(capsule_votes(u, weight), ...)`` — poses, couplings, logits and
+    their gradients w.r.t. ``u``, ``weight`` and ``prior_logits`` — but the B·I·J·D tensor of votes is
+    never materialised, in the forward or the backward pass: both uses of the votes are batched
+    matrix products over the output capsules (see the comment above).
+
+    Args:
+        u: ``(B, I, D_in)`` input capsules.
+        weight: ``(I, J, D, D_in)`` transformation matrices W_ij.
+        iterations, prior_logits, detach_votes, detach_couplings, activation: as in :func:`dynamic_routing`.
+
+    Chapter 02 ("Routing without votes").
+    """
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 4 or not weight.is_floating_point():
+        raise ValueError(f"weight must be a floating tensor of shape (I, J, D, D_in), got "
+                         f"{tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__}")
+    I, J, D, D_in = weight.shape
+    if not isinstance(u, torch.Tensor) or u.dim() != 3 or tuple(u.shape[1:]) != (I, D_in) or u.shape[0] == 0:
+        got = tuple(u.shape) if isinstance(u, torch.Tensor) else type(u).__name__
+        raise ValueError(f"u must have shape (B, I, D_in) = (B, {I}, {D_in}), got {got}")
+    if u.dtype != weight.dtype:
+        raise ValueError(f"u and weight must have the same dtype, got {u.dtype} and {weight.dtype}")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    B = u.shape[0]
+    shape_probe = u.new_empty(1, 1, 1, 1).expand(B, I, J, D)  # for the shape check only
+    if prior_logits is None:
+        logits = u.new_zeros(J, B, I)
+    else:
+        logits = _check_logits(prior_logits, shape_probe, "prior_logits").permute(2, 0, 1)
+    wp = weight.permute(1, 0, 3, 2).reshape(J, I * D_in, D)
+    poses, couplings, logits = _VoteFreeRouting.apply(
+        u, wp, logits, iterations, detach_votes, detach_couplings, activation)
+    return RoutingResult(poses.transpose(0, 1), couplings.permute(1, 2, 0), logits.permute(1, 2, 0))
