@@ -157,7 +157,7 @@ test-notebooks: $(SETUP_STAMP)
 notebooks: $(SETUP_STAMP) data
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
 	printf '%s\n' $(NOTEBOOKS) | $(RUN_ENV) xargs -P 2 -I{} $(VENV)/bin/jupyter nbconvert \
-	  --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 {}
+	  --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False {}
 	$(VENV)/bin/capsule-lab assign
 
 # ---------------------------------------------------------------- clean

@@ -1,0 +1,141 @@
+"""The ``capsule-lab`` command: fetch data, generate exercises, grade notebooks.
+
+    capsule-lab data [--online] [--root DIR]        fetch every reachable dataset source (chapter 02)
+    capsule-lab assign [--solutions DIR] [--exercises DIR] [--check]
+                                                    exercises/ from solutions/ (all chapters)
+    capsule-lab grade NOTEBOOK... [--out DIR] [--timeout S]
+                                                    execute and score student notebooks (all chapters)
+
+Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments to a parser and a
+function that runs it and returns the exit status. A new subcommand (e.g. ``bench``) is a new entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence
+
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+
+
+class Command(NamedTuple):
+    """A subcommand: its help line, how to add its arguments, how to run it (→ exit status)."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# ---------------------------------------------------------------- data
+
+def _data_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--online", action="store_true",
+                   help="also download MNIST and Fashion-MNIST with torchvision (needs the internet)")
+    p.add_argument("--root", default=None,
+                   help="data folder (default: $CAPSULE_LAB_DATA, else data/ in a checkout, else ~/.cache/capsule-lab)")
+
+
+def _data(args: argparse.Namespace) -> int:
+    from .data import fetch_all
+
+    report = fetch_all(args.root, online=args.online)
+    for source, where in report.items():
+        print(f"{source}: {where}")
+    return 0
+
+
+# ---------------------------------------------------------------- assign
+
+def _assign_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--solutions", default="solutions", help="folder of master notebooks (default: solutions)")
+    p.add_argument("--exercises", default="exercises", help="folder of student notebooks (default: exercises)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if the exercises are out of date with the solutions")
+
+
+def _assign(args: argparse.Namespace) -> int:
+    from .assign import assign, out_of_date
+
+    if args.check:
+        stale = out_of_date(args.solutions, args.exercises)
+        for path in stale:
+            print(f"out of date: {path}")
+        if stale:
+            print("run `capsule-lab assign` to regenerate the exercises", file=sys.stderr)
+            return 1
+        print(f"{args.exercises} is up to date with {args.solutions}")
+        return 0
+    for path in assign(args.solutions, args.exercises):
+        print(f"wrote {path}")
+    return 0
+
+
+# ---------------------------------------------------------------- grade
+
+def _grade_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="student notebooks (NN_topic.ipynb)")
+    p.add_argument("--out", default="reports", help="folder for the JSON reports and grades.csv (default: reports)")
+    p.add_argument("--timeout", type=float, default=120, help="seconds each cell may run (default: 120)")
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from .grading import grade
+
+    if args.timeout <= 0:
+        raise ValueError("--timeout must be a positive number of seconds")
+    missing = [p for p in args.notebooks if not Path(p).is_file()]
+    if missing:
+        raise ValueError(f"notebook(s) not found: {', '.join(missing)}")
+    reports = grade(args.notebooks, out_dir=args.out, timeout=args.timeout)
+    width = max(len(r["notebook"]) for r in reports)
+    print(f"{'notebook':<{width}}  score  notes")
+    for r in reports:
+        notes = []
+        if r["timed_out"]:
+            notes.append(f"timed out in cell {', '.join(map(str, r['timeout_cells']))}")
+        if r["cell_errors"]:
+            notes.append(f"{len(r['cell_errors'])} cell error(s)")
+        if r["aborted"]:
+            notes.append(r["aborted"])
+        print(f"{r['notebook']:<{width}}  {r['score']:>2}/{r['max_score']:<2}  {'; '.join(notes)}".rstrip())
+        for task, t in r["tasks"].items():
+            mark = "✔" if t["passed"] else "✘"
+            print(f"    {mark} {task:<22} {t['points']}/{t['max_points']}"
+                  + ("" if t["passed"] else f"  {t['message'][:100]}"))
+    print(f"reports written to {args.out}/")
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
+    "assign": Command("generate exercises/ from solutions/", _assign_arguments, _assign),
+    "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with one subparser per entry of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(prog="capsule-lab", description="The capsule-lab course tools.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help, description=command.help)
+        command.add_arguments(p)
+        p.set_defaults(_run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``capsule-lab``; returns the exit status (also used by ``sys.exit``)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args._run(args)
+    except ValueError as err:
+        print(f"capsule-lab {args.command}: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
