@@ -1,0 +1,58 @@
+"""Grading: the checks behind the exercises of chapters 01 and 02, and the notebook grader.
+
+Taught alongside every chapter's exercise notebook (``exercises/NN_topic.ipynb``). Two parts:
+
+**Checks** (what students call in Colab, with nothing but the package installed)::
+
+    from capsule_lab.grading import check
+    check("01.squash", squash)          # prints ✔ or ✘ with a hint, returns a CheckResult
+
+:func:`check` runs the student's function and the reference implementation of the course on the same
+seeded random and edge-case inputs (float32 and float64) and compares the values and, where the task is
+differentiable, the gradients of a fixed random projection of the outputs (so that a stray ``detach``
+is caught too). When an answer is wrong and matches a known mistake, the hint names the mistake.
+
+The tasks (see :data:`TASKS`):
+
+======================  ======  ============================================================
+task                    points  the student writes
+======================  ======  ============================================================
+``01.squash``           1       ``squash(s, dim=-1)`` (chapter 01, squash)
+``01.margin_loss``      1       ``margin_loss(lengths (B, J), labels (B,))`` (chapter 01, margin loss)
+``01.primary_capsules`` 1       ``primary_capsules(conv_out (B, C·D, H, W), capsule_dim)`` (chapter 01)
+``02.couplings``        1       ``couplings(logits (B, I, J))``: softmax over the outputs j (chapter 02)
+``02.routing_step``     2       ``routing_step(votes, logits)`` → ``(poses, new_logits)`` (chapter 02)
+``02.dynamic_routing``  2       ``dynamic_routing(votes, iterations)`` → poses (chapter 02)
+======================  ======  ============================================================
+
+**Grading** (what instructors run): :func:`grade_notebook` executes a copy of a student's notebook in a
+fresh kernel with a per-cell time limit and collects the results of the :func:`check` calls made in it;
+:func:`grade` does that for many notebooks and writes JSON reports and a CSV summary
+(``capsule-lab grade NOTEBOOK... --out reports``). The checks report to the grader through a file named
+by the environment variable ``CAPSULE_LAB_GRADE_RECORD`` (one JSON line per check), so nothing depends
+on parsing cell outputs. Grading is not a sandbox: the student's code runs with the grader's rights.
+
+The package, one idea per module:
+
+- :mod:`.tasks`: the framework: :class:`Case`, :class:`WrongAnswer`, :class:`Task` and the registry
+  (:func:`task_ids`, :func:`get_task`, :func:`tasks_for_chapter`, :data:`ALIASES`,
+  :func:`~capsule_lab.grading.tasks.register`);
+- :mod:`.tasks_01`, :mod:`.tasks_02`: each chapter's tasks (references, cases, wrong answers, hints),
+  registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
+- :mod:`.checking`: running a function on a task's cases, :func:`check`, :class:`CheckResult`, the record file;
+- :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade` and the nbclient machinery.
+"""
+
+from __future__ import annotations
+
+from . import tasks_01, tasks_02  # noqa: F401 - registers the chapters' tasks, in chapter order
+from .checking import ATOL, NOT_IMPLEMENTED, RTOL  # noqa: F401 - module constants of the former grading.py
+from .checking import RECORD_ENV, CheckResult, check
+from .notebooks import chapter_of_notebook, grade, grade_notebook
+from .tasks import ALIASES, TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter
+
+__all__ = [
+    "RECORD_ENV", "Case", "WrongAnswer", "Task", "TASKS", "ALIASES", "CheckResult",
+    "task_ids", "get_task", "tasks_for_chapter", "chapter_of_notebook", "check",
+    "grade_notebook", "grade",
+]
