@@ -176,12 +176,15 @@ def uniform_routing(
 # For a fully-connected capsule layer the votes are û_{j|i} = W_ij u_i, and both places dynamic routing
 # reads them are contractions that never need û itself:
 #
-#     s_j        = Σ_i c_ij W_ij u_i          = Σ_{i,k} W_ij[:, k] (c_ij u_ik)        (a matmul per j)
-#     ⟨û_{j|i}, v_j⟩ = ⟨u_i, W_ijᵀ v_j⟩                                           (a matmul per j)
+#     s_j            = Σ_i c_ij W_ij u_i = Σ_{k,i} (c_ij u_ik) W_ij[:, k]     a (B × D_in·I) @ (D_in·I × D) matmul
+#     ⟨û_{j|i}, v_j⟩ = ⟨u_i, W_ijᵀ v_j⟩                                       a (B × D) @ (D × D_in·I) matmul
 #
-# With W laid out as Wp_j = (I·D_in, D) both are batched matrix products over the J output capsules.
-# The backward pass is written by hand (a custom autograd Function) so that nothing of size B·I·J·D is
-# saved between the passes: it keeps the small per-iteration tensors c, s, v and recomputes the rest.
+# one pair of matrix products per output capsule j. Two layout choices make them fast on a CPU:
+# the input capsules are stored component-major, uᵀ (B, D_in, I), so that scaling by c_ij and the sum
+# over k run along contiguous memory; and the work is done one output capsule at a time, so that the
+# (B, D_in·I) intermediates stay in the cache instead of making a round trip to memory.
+# The backward pass is written by hand (a custom autograd Function): nothing of size B·I·J·D is formed
+# or saved; it keeps the small per-iteration tensors c, s, v and recomputes the products it needs.
 
 
 def _softmax_backward(c: torch.Tensor, grad_c: torch.Tensor) -> torch.Tensor:
@@ -189,29 +192,33 @@ def _softmax_backward(c: torch.Tensor, grad_c: torch.Tensor) -> torch.Tensor:
     return c * (grad_c - (grad_c * c).sum(dim=0, keepdim=True))
 
 
+def _weighted(weights_j: torch.Tensor, ut: torch.Tensor) -> torch.Tensor:
+    """(B, I) weights × uᵀ (B, D_in, I) → (B, D_in·I): the rows that multiply Wk_j."""
+    return (weights_j.unsqueeze(1) * ut).view(ut.shape[0], -1)
+
+
 class _VoteFreeRouting(torch.autograd.Function):
-    """Dynamic routing from (u, W) with a hand-written backward. Internal layout is output-major:
-    logits and couplings (J, B, I), poses (J, B, D), weights Wp (J, I·D_in, D)."""
+    """Dynamic routing from (uᵀ, Wk) with a hand-written backward. Layouts: uᵀ (B, D_in, I);
+    Wk (J, D_in·I, D) with Wk[j, k·I + i, d] = W[i, j, d, k]; logits and couplings (J, B, I); poses (J, B, D)."""
 
     @staticmethod
-    def forward(ctx, u, wp, logits, iterations, detach_votes, detach_couplings, activation):
+    def forward(ctx, ut, wk, logits, iterations, detach_votes, detach_couplings, activation):
         J, B, I = logits.shape
-        D_in = u.shape[-1]
+        D_in = ut.shape[1]
         cs, ss, vs = [], [], []
         b = logits
         for t in range(iterations):
             c = torch.softmax(b, dim=0)
-            x = (c.unsqueeze(-1) * u.unsqueeze(0)).reshape(J, B, I * D_in)
-            s = torch.bmm(x, wp)
+            s = torch.stack([_weighted(c[j], ut) @ wk[j] for j in range(J)])             # (J, B, D)
             v = activation(s)
             cs.append(c), ss.append(s), vs.append(v)
             if t < iterations - 1:
-                z = torch.bmm(v, wp.transpose(1, 2)).view(J, B, I, D_in)
-                b = b + (z * u.unsqueeze(0)).sum(dim=-1).to(b.dtype)
-        device = u.device.type
+                a = torch.stack([((v[j] @ wk[j].T).view(B, D_in, I) * ut).sum(dim=1) for j in range(J)])
+                b = b + a.to(b.dtype)
+        device = ut.device.type
         ctx.autocast = (torch.is_autocast_enabled(device), torch.get_autocast_dtype(device), device)
         ctx.options = (iterations, detach_votes, detach_couplings, activation)
-        ctx.save_for_backward(u, wp, *cs, *ss, *vs)
+        ctx.save_for_backward(ut, wk, *cs, *ss, *vs)
         return vs[-1], cs[-1], b
 
     @staticmethod
@@ -219,49 +226,48 @@ class _VoteFreeRouting(torch.autograd.Function):
     def backward(ctx, grad_v, grad_c, grad_b):
         iterations, detach_votes, detach_couplings, activation = ctx.options
         enabled, dtype, device = ctx.autocast
-        u, wp, *rest = ctx.saved_tensors
+        ut, wk, *rest = ctx.saved_tensors
         cs, ss, vs = rest[:iterations], rest[iterations:2 * iterations], rest[2 * iterations:]
         J, B, I = cs[0].shape
-        D_in = u.shape[-1]
+        D_in = ut.shape[1]
         with torch.autocast(device, dtype=dtype, enabled=enabled):
-            acc = torch.promote_types(u.dtype, torch.float32)  # accumulate low-precision grads in fp32
-            grad_u = torch.zeros_like(u, dtype=acc) if ctx.needs_input_grad[0] else None
-            grad_wp = torch.zeros_like(wp, dtype=acc) if ctx.needs_input_grad[1] else None
+            acc = torch.promote_types(ut.dtype, torch.float32)  # accumulate low-precision grads in fp32
+            grad_ut = torch.zeros_like(ut, dtype=acc) if ctx.needs_input_grad[0] else None
+            grad_wk = torch.zeros_like(wk, dtype=acc) if ctx.needs_input_grad[1] else None
             g_b = grad_b if grad_b is not None else torch.zeros_like(cs[0])  # ∂L/∂b_{t+1}, then ∂L/∂b_t
             g_v = grad_v if grad_v is not None else torch.zeros_like(vs[-1])
-            u0 = u.unsqueeze(0)
             for t in reversed(range(iterations)):
                 c, s, v = cs[t], ss[t], vs[t]
-                live = (t == iterations - 1) or not detach_votes
+                live = (t == iterations - 1) or not detach_votes  # do the votes carry gradient here?
                 if t < iterations - 1:
-                    # b_{t+1} = b_t + a_t with a_t = ⟨u_i, W_ijᵀ v_j⟩: ∂L/∂a_t = ∂L/∂b_{t+1} = g_b.
-                    g_a = g_b
-                    xa = (g_a.unsqueeze(-1) * u0).reshape(J, B, I * D_in)
-                    g_v = torch.bmm(xa, wp)
-                    if live:
-                        z = torch.bmm(v, wp.transpose(1, 2)).view(J, B, I, D_in)
-                        if grad_u is not None:
-                            grad_u += (g_a.unsqueeze(-1) * z).sum(dim=0)
-                        if grad_wp is not None:
-                            grad_wp += torch.bmm(xa.transpose(1, 2), v)
+                    # b_{t+1} = b_t + a_t, a_t[j, b, i] = ⟨u_i, W_ijᵀ v_j⟩: ∂L/∂a_t = ∂L/∂b_{t+1} = g_b.
+                    g_v = torch.empty_like(v)
+                    for j in range(J):
+                        xa = _weighted(g_b[j], ut)
+                        g_v[j] = xa @ wk[j]
+                        if live and grad_ut is not None:
+                            grad_ut.addcmul_(g_b[j].unsqueeze(1), (v[j] @ wk[j].T).view(B, D_in, I))
+                        if live and grad_wk is not None:
+                            grad_wk[j] += xa.T @ v[j]
                 with torch.enable_grad():
                     s_ = s.detach().requires_grad_(True)
                     (g_s,) = torch.autograd.grad(activation(s_), s_, g_v.to(s.dtype))
-                # s_t = Σ_i c_ij W_ij u_i.
-                zs = torch.bmm(g_s, wp.transpose(1, 2)).view(J, B, I, D_in)  # W_ijᵀ ∂L/∂s_j
-                if live:
-                    if grad_u is not None:
-                        grad_u += (c.unsqueeze(-1) * zs).sum(dim=0)
-                    if grad_wp is not None:
-                        x = (c.unsqueeze(-1) * u0).reshape(J, B, I * D_in)
-                        grad_wp += torch.bmm(x.transpose(1, 2), g_s)
-                g_c = torch.zeros_like(c) if detach_couplings else (zs * u0).sum(dim=-1).to(c.dtype)
+                # s_t[j] = Σ_i c_ij W_ij u_i.
+                g_c = torch.zeros_like(c)
+                for j in range(J):
+                    zs = (g_s[j] @ wk[j].T).view(B, D_in, I)  # W_ijᵀ ∂L/∂s_j, component-major
+                    if not detach_couplings:
+                        g_c[j] = (zs * ut).sum(dim=1)
+                    if live and grad_ut is not None:
+                        grad_ut.addcmul_(c[j].unsqueeze(1), zs)
+                    if live and grad_wk is not None:
+                        grad_wk[j] += _weighted(c[j], ut).T @ g_s[j]
                 if t == iterations - 1 and grad_c is not None:
                     g_c = g_c + grad_c
                 g_b = g_b + _softmax_backward(c, g_c)
-        grad_u = grad_u.to(u.dtype) if grad_u is not None else None
-        grad_wp = grad_wp.to(wp.dtype) if grad_wp is not None else None
-        return grad_u, grad_wp, (g_b if ctx.needs_input_grad[2] else None), None, None, None, None
+        grad_ut = grad_ut.to(ut.dtype) if grad_ut is not None else None
+        grad_wk = grad_wk.to(wk.dtype) if grad_wk is not None else None
+        return grad_ut, grad_wk, (g_b if ctx.needs_input_grad[2] else None), None, None, None, None
 
 
 def vote_free_routing(
@@ -278,8 +284,8 @@ def vote_free_routing(
 
     The same result as ``dynamic_routing(capsule_votes(u, weight), ...)`` — poses, couplings, logits and
     their gradients w.r.t. ``u``, ``weight`` and ``prior_logits`` — but the B·I·J·D tensor of votes is
-    never materialised, in the forward or the backward pass: both uses of the votes are batched
-    matrix products over the output capsules (see the comment above).
+    never materialised, in the forward or the backward pass: both uses of the votes are matrix products
+    per output capsule (see the comment above).
 
     Args:
         u: ``(B, I, D_in)`` input capsules.
@@ -300,12 +306,13 @@ def vote_free_routing(
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
     B = u.shape[0]
-    shape_probe = u.new_empty(1, 1, 1, 1).expand(B, I, J, D)  # for the shape check only
     if prior_logits is None:
         logits = u.new_zeros(J, B, I)
     else:
+        shape_probe = u.new_empty(1, 1, 1, 1).expand(B, I, J, D)  # for the shape check only
         logits = _check_logits(prior_logits, shape_probe, "prior_logits").permute(2, 0, 1)
-    wp = weight.permute(1, 0, 3, 2).reshape(J, I * D_in, D)
+    ut = u.transpose(1, 2).contiguous()                          # (B, D_in, I)
+    wk = weight.permute(1, 3, 0, 2).reshape(J, D_in * I, D)      # (J, D_in·I, D)
     poses, couplings, logits = _VoteFreeRouting.apply(
-        u, wp, logits, iterations, detach_votes, detach_couplings, activation)
+        ut, wk, logits, iterations, detach_votes, detach_couplings, activation)
     return RoutingResult(poses.transpose(0, 1), couplings.permute(1, 2, 0), logits.permute(1, 2, 0))
