@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .routing import RoutingResult, dynamic_routing, uniform_routing
+from .routing import RoutingResult, dynamic_routing, uniform_routing, vote_free_routing
 
 __all__ = ["capsule_votes", "make_router", "CapsuleLayer"]
 
@@ -58,13 +58,17 @@ class CapsuleLayer(nn.Module):
         out_caps, out_dim: number J and dimension D_out of the output capsules.
         router: a function ``votes → RoutingResult``; default: dynamic routing with 3 iterations.
         init_std: standard deviation of the normal initialisation of W.
+        vote_free: when the router is dynamic routing (as made by :func:`make_router`), compute it with
+            :func:`~capsule_lab.routing.vote_free_routing` — same result, without materialising the votes.
+            Set it to False to run the readable :func:`~capsule_lab.routing.dynamic_routing` on the votes.
 
     Chapter 02.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int,
-                 router: Router | None = None, init_std: float = 0.01):
+                 router: Router | None = None, init_std: float = 0.01, vote_free: bool = True):
         super().__init__()
+        self.vote_free = vote_free
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         self.weight = nn.Parameter(torch.randn(in_caps, out_caps, out_dim, in_dim) * init_std)
         self.router = router if router is not None else make_router("dynamic", 3)
@@ -73,7 +77,11 @@ class CapsuleLayer(nn.Module):
         return capsule_votes(u, self.weight)
 
     def forward(self, u: torch.Tensor) -> RoutingResult:
-        return self.router(self.votes(u))
+        r = self.router
+        if (self.vote_free and isinstance(r, partial) and r.func is dynamic_routing and not r.args
+                and not r.keywords.get("history")):
+            return vote_free_routing(u, self.weight, **r.keywords)
+        return r(self.votes(u))
 
     def extra_repr(self) -> str:
         return f"{self.in_caps}x{self.in_dim} -> {self.out_caps}x{self.out_dim}"

@@ -52,8 +52,11 @@ PROFILES = {
     # epoch for 50 epochs (Sabour give no epoch count; Gu & Tresp's supplement trains 100).
     "full": Profile("full", data_source="torchvision", train_size=None, epochs=50, batch_size=128,
                     lr=1e-3, lr_decay=0.9, max_shift=2, capsnet=CapsNetConfig.sabour(), amp=True),
+    # Quick: the slim network (144 primary capsules) and a 3× larger learning rate than Sabour's, so that
+    # 3 epochs on the 8k offline digits reach ~97.7 % on the 2k held-out ones at ~9 s per epoch on 2 CPU cores
+    # (lr 1e-3 reached 94.9-96.8 % in 3 epochs).
     "quick": Profile("quick", data_source="offline", train_size=8000, epochs=3, batch_size=128,
-                     lr=1e-3, lr_decay=0.9, max_shift=0, capsnet=CapsNetConfig.slim()),
+                     lr=3e-3, lr_decay=0.9, max_shift=0, capsnet=CapsNetConfig.slim()),
 }
 
 

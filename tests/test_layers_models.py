@@ -137,9 +137,9 @@ def test_sabour_forward_shapes():
 
 def test_slim_config():
     c = CapsNetConfig.slim()
-    assert (c.conv_channels, c.primary_types, c.primary_caps) == (64, 8, 288)  # 6·6·8
+    assert (c.conv_channels, c.primary_types, c.primary_caps) == (64, 4, 144)  # 6·6·4
     net = CapsNet(c)
-    hand = (1 * 64 * 81 + 64) + (64 * 64 * 81 + 64) + 288 * 10 * 16 * 8 + \
+    hand = (1 * 64 * 81 + 64) + (64 * 32 * 81 + 32) + 144 * 10 * 16 * 8 + \
         (160 * 512 + 512) + (512 * 1024 + 1024) + (1024 * 784 + 784)
     assert _nparams(net) == hand
     # changes pass through
@@ -160,16 +160,16 @@ def test_slim_forward(slim_net):
         out = slim_net(x)
     assert isinstance(out, CapsNetOutput)
     assert out.lengths.shape == (3, 10) and out.poses.shape == (3, 10, 16)
-    assert out.primary.shape == (3, 288, 8) and out.couplings.shape == (3, 288, 10)
+    assert out.primary.shape == (3, 144, 8) and out.couplings.shape == (3, 144, 10)
     assert out.reconstruction.shape == (3, 1, 28, 28)
     assert ((out.lengths >= 0) & (out.lengths < 1)).all()
     assert ((out.reconstruction >= 0) & (out.reconstruction <= 1)).all()
     torch.testing.assert_close(out.lengths, out.poses.norm(dim=-1))
-    torch.testing.assert_close(out.couplings.sum(-1), torch.ones(3, 288, dtype=torch.float64))
+    torch.testing.assert_close(out.couplings.sum(-1), torch.ones(3, 144, dtype=torch.float64))
     # the pieces, recomputed step by step
     u = squash(torch.nn.functional.conv2d(torch.relu(slim_net.conv(x)), slim_net.primary.conv.weight,
                                           slim_net.primary.conv.bias, stride=2)
-               .view(3, 8, 8, 6, 6).permute(0, 3, 4, 1, 2).reshape(3, 288, 8))
+               .view(3, 4, 8, 6, 6).permute(0, 3, 4, 1, 2).reshape(3, 144, 8))
     torch.testing.assert_close(out.primary, u)
     routed = dynamic_routing(capsule_votes(u, slim_net.digits.weight), 3)
     torch.testing.assert_close(out.poses, routed.poses)

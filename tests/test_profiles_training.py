@@ -71,7 +71,7 @@ def test_profiles_contents():
     assert full.capsnet == CapsNetConfig.sabour() and full.data_source == "torchvision"
     assert full.capsnet.primary_caps == 1152 and full.amp and not quick.amp
     text = get_profile("quick", device="cpu").describe()
-    assert "quick" in text and "cpu" in text and "288 primary capsules" in text
+    assert "quick" in text and "cpu" in text and "144 primary capsules" in text
     assert "mixed precision" not in get_profile("full", device="cpu").describe()  # AMP only on CUDA
     assert "mixed precision" in get_profile("full", device="cuda").describe()
 

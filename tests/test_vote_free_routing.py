@@ -110,3 +110,30 @@ def test_bad_inputs_name_the_expected_shape():
         vote_free_routing(u, W, 2, torch.zeros(3, 5))
     with pytest.raises(ValueError, match="dtype"):
         vote_free_routing(u.double(), W)
+
+
+def test_capsule_layer_uses_the_vote_free_form_by_default():
+    from capsule_lab.layers import CapsuleLayer, make_router
+
+    torch.manual_seed(0)
+    fast = CapsuleLayer(6, 3, 4, 5, router=make_router("dynamic", 3, detach_votes=True), init_std=0.3).double()
+    slow = CapsuleLayer(6, 3, 4, 5, router=make_router("dynamic", 3, detach_votes=True), vote_free=False).double()
+    slow.load_state_dict(fast.state_dict())
+
+    def no_votes(u):
+        raise AssertionError("the vote-free layer must not form the votes")
+
+    fast.votes = no_votes
+    u = torch.randn(2, 6, 3, dtype=torch.float64, requires_grad=True)
+    a, b = fast(u), slow(u)
+    torch.testing.assert_close(a.poses, b.poses)
+    torch.testing.assert_close(a.couplings, b.couplings)
+    ga = torch.autograd.grad(a.poses.square().sum(), (u, fast.weight))
+    gb = torch.autograd.grad(b.poses.square().sum(), (u, slow.weight))
+    for x, y in zip(ga, gb):
+        torch.testing.assert_close(x, y)
+    # a router that is not plain dynamic routing goes through the votes
+    uniform = CapsuleLayer(6, 3, 4, 5, router=make_router("uniform"))
+    uniform.votes = no_votes
+    with pytest.raises(AssertionError, match="must not form"):
+        uniform(u.float())
