@@ -41,7 +41,7 @@ SETUP_STAMP := $(VENV)/.stamp-setup
 DATA_STAMP  := $(DATA_DIR)/.stamp-capsule-lab-data
 
 NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb solutions/*.ipynb))
-NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=900 \
               -p no:cacheprovider -n 2 --dist loadfile
 JB_BUILD := $(VENV)/bin/jupyter-book build . -W -n --keep-going
 
