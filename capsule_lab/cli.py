@@ -1,13 +1,15 @@
-"""The ``capsule-lab`` command: fetch data, generate exercises, grade notebooks.
+"""The ``capsule-lab`` command: fetch data, generate exercises, grade notebooks, run benchmarks.
 
     capsule-lab data [--online] [--root DIR]        fetch every reachable dataset source (chapter 02)
     capsule-lab assign [--solutions DIR] [--exercises DIR] [--check]
                                                     exercises/ from solutions/ (all chapters)
     capsule-lab grade NOTEBOOK... [--out DIR] [--timeout S]
                                                     execute and score student notebooks (all chapters)
+    capsule-lab bench routing [--device D] [--repeats N] [--shapes S...] [--no-memory]
+                                                    time routing implementations, print JSON (chapter 02)
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments to a parser and a
-function that runs it and returns the exit status. A new subcommand (e.g. ``bench``) is a new entry.
+function that runs it and returns the exit status. A new subcommand is a new entry.
 """
 
 from __future__ import annotations
@@ -108,10 +110,28 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- bench
+
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=["routing"], help="what to benchmark")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per measurement; the median is reported")
+    p.add_argument("--shapes", nargs="+", default=["sabour", "slim"], help="named shapes (default: sabour slim)")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import main_routing
+
+    print(main_routing(args.device, args.repeats, tuple(args.shapes), not args.no_memory))
+    return 0
+
+
 COMMANDS: dict[str, Command] = {
     "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
     "assign": Command("generate exercises/ from solutions/", _assign_arguments, _assign),
     "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
+    "bench": Command("benchmark routing implementations; prints JSON", _bench_arguments, _bench),
 }
 
 

@@ -1,0 +1,193 @@
+"""Benchmarks: how fast is dynamic routing, and how far from the machine's limit?
+
+Taught in chapter 02 ("Routing without votes"); run with ``capsule-lab bench routing``, which prints JSON.
+
+For each shape and each implementation — ``materialised`` (votes û formed, then
+:func:`~capsule_lab.routing.dynamic_routing`) and ``vote_free`` (:func:`~capsule_lab.routing.vote_free_routing`)
+— it measures the median wall time of the forward pass and of forward + backward, and the peak memory of
+forward + backward. It also measures the machine's fp32 matrix-multiply rate and turns the FLOP count of
+the routing contractions into a FLOP-bound time, so each measured time can be read as a multiple of it.
+
+FLOPs counted: one contraction Σ over (i, k) or (i, d) of B·I·J·D·D_in multiply-adds = 2·B·I·J·D·D_in
+FLOPs. Forward: r weighted sums s_j and r − 1 agreements = 2r − 1 contractions. Backward: every
+contraction has two inputs that need a gradient (each as costly as the forward), so forward + backward
+is 3·(2r − 1) contractions. Forming the votes (materialised) is one more contraction forward and two
+backward; it is not counted, so the bound is the vote-free one for both.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import platform
+import resource
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from .layers import capsule_votes
+from .routing import dynamic_routing, vote_free_routing
+
+__all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_median", "bench_routing"]
+
+#: name → (B, I, D_in, J, D, iterations). "sabour": the digit layer of Sabour et al.; "slim": the quick
+#: profile's class-capsule layer.
+ROUTING_SHAPES = {
+    "sabour": (128, 1152, 8, 10, 16, 3),
+    "slim": (128, 144, 8, 10, 16, 3),
+}
+
+IMPLEMENTATIONS = ("materialised", "vote_free")
+
+
+def routing_flops(B: int, I: int, D_in: int, J: int, D: int, iterations: int) -> dict:
+    """FLOPs of the routing contractions (see the module docstring): {"forward": …, "forward_backward": …}."""
+    for name, value in dict(B=B, I=I, D_in=D_in, J=J, D=D, iterations=iterations).items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    one = 2 * B * I * J * D * D_in
+    forward = (2 * iterations - 1) * one
+    return {"forward": forward, "forward_backward": 3 * forward}
+
+
+def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, sync: Callable[[], None] = lambda: None) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _sync(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def matmul_rate(device="cpu", n: int = 1024, repeats: int = 5) -> float:
+    """The machine's measured fp32 matrix-multiply rate in FLOP/s (median of an n×n×n product)."""
+    device = torch.device(device)
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    seconds = time_median(lambda: a @ b, repeats, warmup=2, sync=_sync(device))
+    return 2 * n ** 3 / seconds
+
+
+def _inputs(shape, device, seed=0):
+    B, I, D_in, J, D, _ = shape
+    g = torch.Generator().manual_seed(seed)
+    u = torch.randn(B, I, D_in, generator=g).mul_(0.3).to(device).requires_grad_()
+    W = torch.randn(I, J, D, D_in, generator=g).mul_(0.05).to(device).requires_grad_()
+    return u, W
+
+
+def _forward(impl: str, u, W, iterations: int):
+    if impl == "materialised":
+        return dynamic_routing(capsule_votes(u, W), iterations).poses
+    if impl == "vote_free":
+        return vote_free_routing(u, W, iterations).poses
+    raise ValueError(f"unknown implementation {impl!r}: expected one of {IMPLEMENTATIONS}")
+
+
+def _forward_backward(impl, u, W, iterations):
+    poses = _forward(impl, u, W, iterations)
+    poses.square().sum().backward()
+    u.grad = W.grad = None
+
+
+def _peak_rss_child(impl, shape, queue):  # runs in a fresh process: ru_maxrss only ever grows
+    torch.set_num_threads(torch.get_num_threads())
+    u, W = _inputs(shape, "cpu")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _forward_backward(impl, u, W, shape[-1])
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    queue.put((after - before) * 1024)  # Linux reports KiB
+
+
+def peak_memory(impl: str, shape, device="cpu") -> int:
+    """Peak memory in bytes of one forward + backward pass, beyond the inputs.
+
+    CUDA: ``torch.cuda.max_memory_allocated``. CPU: the growth of the peak resident set size of a fresh
+    process (an upper bound on what the pass itself allocated).
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        u, W = _inputs(shape, device)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        _forward_backward(impl, u, W, shape[-1])
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated(device) - base
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_peak_rss_child, args=(impl, shape, queue))
+    child.start()
+    result = queue.get(timeout=600)
+    child.join()
+    return int(result)
+
+
+def bench_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), measure_memory: bool = True) -> dict:
+    """Time (and measure the memory of) every routing implementation at the given shapes.
+
+    Returns a JSON-ready dict: the machine (device, threads, torch, matmul rate) and, per shape and
+    implementation, median forward and forward+backward times in ms, peak memory in MB, the FLOP-bound
+    times and the ratio of each measured time to its bound.
+
+    Chapter 02.
+    """
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    unknown = [s for s in shapes if s not in ROUTING_SHAPES]
+    if unknown:
+        raise ValueError(f"unknown shape(s) {unknown}: expected names from {sorted(ROUTING_SHAPES)}")
+    rate = matmul_rate(device)
+    report = {
+        "device": str(device),
+        "cpu": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "matmul_gflops": round(rate / 1e9, 1),
+        "repeats": repeats,
+        "shapes": {},
+    }
+    sync = _sync(device)
+    for name in shapes:
+        shape = ROUTING_SHAPES[name]
+        B, I, D_in, J, D, r = shape
+        flops = routing_flops(B, I, D_in, J, D, r)
+        entry = {
+            "B": B, "I": I, "D_in": D_in, "J": J, "D": D, "iterations": r,
+            "votes_mb": round(B * I * J * D * 4 / 2 ** 20, 1),
+            "gflop_forward": round(flops["forward"] / 1e9, 3),
+            "gflop_forward_backward": round(flops["forward_backward"] / 1e9, 3),
+            "bound_ms_forward": round(flops["forward"] / rate * 1e3, 2),
+            "bound_ms_forward_backward": round(flops["forward_backward"] / rate * 1e3, 2),
+        }
+        u, W = _inputs(shape, device)
+        for impl in IMPLEMENTATIONS:
+            with torch.no_grad():
+                fwd = time_median(lambda: _forward(impl, u, W, r), repeats, sync=sync)
+            fwd_bwd = time_median(lambda: _forward_backward(impl, u, W, r), repeats, sync=sync)
+            result = {
+                "forward_ms": round(fwd * 1e3, 1),
+                "forward_backward_ms": round(fwd_bwd * 1e3, 1),
+                "forward_backward_x_bound": round(fwd_bwd * rate / flops["forward_backward"], 1),
+            }
+            if measure_memory:
+                result["peak_memory_mb"] = round(peak_memory(impl, shape, device) / 2 ** 20, 1)
+            entry[impl] = result
+        report["shapes"][name] = entry
+    return report
+
+
+def main_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), measure_memory: bool = True) -> str:
+    """The JSON text that ``capsule-lab bench routing`` prints."""
+    return json.dumps(bench_routing(device, repeats, shapes, measure_memory), indent=2)
