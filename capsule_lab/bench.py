@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import platform
-import resource
 import statistics
 import time
 from typing import Callable
@@ -72,12 +71,15 @@ def _sync(device: torch.device) -> Callable[[], None]:
     return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
 
-def matmul_rate(device="cpu", n: int = 1024, repeats: int = 5) -> float:
-    """The machine's measured fp32 matrix-multiply rate in FLOP/s (median of an n×n×n product)."""
+def matmul_rate(device="cpu", n: int = 2048, repeats: int = 5) -> float:
+    """The machine's fp32 matrix-multiply rate in FLOP/s: the best of ``repeats`` n×n×n products (the rate
+    the hardware can reach, which is what a bound needs; a median would fold in other processes' noise)."""
     device = torch.device(device)
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    seconds = time_median(lambda: a @ b, repeats, warmup=2, sync=_sync(device))
-    return 2 * n ** 3 / seconds
+    sync = _sync(device)
+    time_median(lambda: a @ b, repeats=2, warmup=1, sync=sync)  # warm the caches and the clock
+    best = min(time_median(lambda: a @ b, repeats=1, warmup=0, sync=sync) for _ in range(repeats))
+    return 2 * n ** 3 / best
 
 
 def _inputs(shape, device, seed=0):
@@ -102,20 +104,30 @@ def _forward_backward(impl, u, W, iterations):
     u.grad = W.grad = None
 
 
-def _peak_rss_child(impl, shape, queue):  # runs in a fresh process: ru_maxrss only ever grows
-    torch.set_num_threads(torch.get_num_threads())
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"{field} not in /proc/self/status")
+
+
+def _peak_rss_child(impl, shape, queue):  # runs in a fresh process
     u, W = _inputs(shape, "cpu")
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _forward_backward(impl, u, W, shape[-1])  # warm-up: thread pools, allocator
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak resident set size (VmHWM) to the current one (Linux)
+    before = _status_kib("VmRSS")
     _forward_backward(impl, u, W, shape[-1])
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put((after - before) * 1024)  # Linux reports KiB
+    queue.put((_status_kib("VmHWM") - before) * 1024)
 
 
 def peak_memory(impl: str, shape, device="cpu") -> int:
     """Peak memory in bytes of one forward + backward pass, beyond the inputs.
 
-    CUDA: ``torch.cuda.max_memory_allocated``. CPU: the growth of the peak resident set size of a fresh
-    process (an upper bound on what the pass itself allocated).
+    CUDA: ``torch.cuda.max_memory_allocated``. CPU (Linux): in a fresh process, after one warm-up pass,
+    the peak resident set size (``VmHWM``, reset through ``/proc/self/clear_refs``) minus the resident size
+    before the pass.
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -165,7 +177,7 @@ def bench_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), meas
         flops = routing_flops(B, I, D_in, J, D, r)
         entry = {
             "B": B, "I": I, "D_in": D_in, "J": J, "D": D, "iterations": r,
-            "votes_mb": round(B * I * J * D * 4 / 2 ** 20, 1),
+            "votes_mb": round(B * I * J * D * 4 / 1e6, 1),
             "gflop_forward": round(flops["forward"] / 1e9, 3),
             "gflop_forward_backward": round(flops["forward_backward"] / 1e9, 3),
             "bound_ms_forward": round(flops["forward"] / rate * 1e3, 2),
@@ -182,7 +194,7 @@ def bench_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), meas
                 "forward_backward_x_bound": round(fwd_bwd * rate / flops["forward_backward"], 1),
             }
             if measure_memory:
-                result["peak_memory_mb"] = round(peak_memory(impl, shape, device) / 2 ** 20, 1)
+                result["peak_memory_mb"] = round(peak_memory(impl, shape, device) / 1e6, 1)
             entry[impl] = result
         report["shapes"][name] = entry
     return report
