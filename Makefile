@@ -147,7 +147,7 @@ test: $(SETUP_STAMP) data chromium $(VENDOR_FILES)
 	exit $$status
 
 test-unit: $(SETUP_STAMP)
-	$(RUN_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup
+	$(RUN_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider
 
 test-notebooks: $(SETUP_STAMP)
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
