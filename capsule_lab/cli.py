@@ -58,7 +58,7 @@ def _assign_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assign(args: argparse.Namespace) -> int:
-    from .assign import assign, out_of_date
+    from .grading.assign import assign, out_of_date
 
     if args.check:
         stale = out_of_date(args.solutions, args.exercises)

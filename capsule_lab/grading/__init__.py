@@ -40,7 +40,8 @@ The package, one idea per module:
 - :mod:`.tasks_01`, :mod:`.tasks_02`: each chapter's tasks (references, cases, wrong answers, hints),
   registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
 - :mod:`.checking`: running a function on a task's cases, :func:`check`, :class:`CheckResult`, the record file;
-- :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade` and the nbclient machinery.
+- :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade` and the nbclient machinery;
+- :mod:`.assign`: the student notebooks in ``exercises/`` generated from ``solutions/`` (``capsule-lab assign``).
 """
 
 from __future__ import annotations
