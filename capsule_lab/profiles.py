@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -71,8 +71,6 @@ def profile_name(name: str | None = None) -> str:
 def get_profile(name: str | None = None, device: str | None = None) -> Profile:
     """The profile to run (see :func:`profile_name`) on ``device`` (default: CUDA if available). Chapter 02."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    from dataclasses import replace
-
     return replace(PROFILES[profile_name(name)], device=device)
 
 

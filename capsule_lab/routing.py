@@ -64,12 +64,17 @@ def check_votes(votes) -> None:
         raise ValueError(f"votes must have shape (B, I, J, D) with no empty dimension, got {tuple(votes.shape)}")
 
 
-def _check_logits(logits: torch.Tensor, votes: torch.Tensor, name: str) -> torch.Tensor:
-    B, I, J, _ = votes.shape
+def _check_iterations(iterations) -> None:
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+
+
+def _check_logits(logits: torch.Tensor, B: int, I: int, J: int, like: torch.Tensor, name: str) -> torch.Tensor:
+    """Logits of shape (B, I, J) or (I, J), in ``like``'s dtype, expanded to (B, I, J)."""
     if not isinstance(logits, torch.Tensor) or tuple(logits.shape) not in {(B, I, J), (I, J)}:
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise ValueError(f"{name} must have shape (B, I, J) = ({B}, {I}, {J}) or (I, J), got {got}")
-    return logits.to(votes.dtype).expand(B, I, J)
+    return logits.to(like.dtype).expand(B, I, J)
 
 
 def agreement(votes: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
@@ -98,7 +103,7 @@ def routing_step(
     Chapter 02 (routing iteration by iteration).
     """
     check_votes(votes)
-    logits = _check_logits(logits, votes, "logits")
+    logits = _check_logits(logits, *votes.shape[:3], votes, "logits")
     couplings = torch.softmax(logits, dim=2)
     poses = activation(torch.einsum("bij,bijd->bjd", couplings, votes))
     return RoutingResult(poses, couplings, logits)
@@ -132,13 +137,12 @@ def dynamic_routing(
     Chapter 02.
     """
     check_votes(votes)
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    _check_iterations(iterations)
     B, I, J, _ = votes.shape
     if prior_logits is None:
         logits = votes.new_zeros(B, I, J)
     else:
-        logits = _check_logits(prior_logits, votes, "prior_logits")
+        logits = _check_logits(prior_logits, B, I, J, votes, "prior_logits")
     steps = []
     for r in range(iterations):
         last = r == iterations - 1
@@ -303,14 +307,12 @@ def vote_free_routing(
         raise ValueError(f"u must have shape (B, I, D_in) = (B, {I}, {D_in}), got {got}")
     if u.dtype != weight.dtype:
         raise ValueError(f"u and weight must have the same dtype, got {u.dtype} and {weight.dtype}")
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    _check_iterations(iterations)
     B = u.shape[0]
     if prior_logits is None:
         logits = u.new_zeros(J, B, I)
     else:
-        shape_probe = u.new_empty(1, 1, 1, 1).expand(B, I, J, D)  # for the shape check only
-        logits = _check_logits(prior_logits, shape_probe, "prior_logits").permute(2, 0, 1)
+        logits = _check_logits(prior_logits, B, I, J, u, "prior_logits").permute(2, 0, 1)
     ut = u.transpose(1, 2).contiguous()                          # (B, D_in, I)
     wk = weight.permute(1, 3, 0, 2).reshape(J, D_in * I, D)      # (J, D_in·I, D)
     poses, couplings, logits = _VoteFreeRouting.apply(

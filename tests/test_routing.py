@@ -272,6 +272,13 @@ def test_default_gradient_matches_independent_autograd(iterations):
     torch.testing.assert_close(g_pkg, g_ref, rtol=1e-9, atol=1e-12)
 
 
+def _constant_coupling_gradient(couplings, votes, w):
+    """∂L/∂û_{j|i} = c_ij ∂L/∂s_j for L = Σ w·squash(s), s_j = Σ_i c_ij û_{j|i} with the couplings held fixed."""
+    s = torch.einsum("bij,bijd->bjd", couplings, votes).requires_grad_(True)
+    (squash(s) * w).sum().backward()
+    return couplings.unsqueeze(-1) * s.grad.unsqueeze(1)
+
+
 def test_detach_votes_same_forward_last_iteration_gradient():
     votes = _random_votes(B=2, I=4, J=3, D=3, seed=21, scale=1.5)
     w = torch.randn(2, 3, 3, dtype=torch.float64)
@@ -284,10 +291,7 @@ def test_detach_votes_same_forward_last_iteration_gradient():
     g_ref = _grad(lambda x: _torch_routing(x, 3, detach_votes=True), votes, w)
     torch.testing.assert_close(g_det, g_ref, rtol=1e-9, atol=1e-12)
     # with all votes detached but the last, the logits are constants, so ∂L/∂û_{j|i} = c_ij ∂L/∂s_j: compute that too
-    s = torch.einsum("bij,bijd->bjd", full.couplings, votes).requires_grad_(True)
-    (squash(s) * w).sum().backward()
-    g_hand = full.couplings.unsqueeze(-1) * s.grad.unsqueeze(1)
-    torch.testing.assert_close(g_det, g_hand, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(g_det, _constant_coupling_gradient(full.couplings, votes, w), rtol=1e-9, atol=1e-12)
     g_full = _grad(lambda x: dynamic_routing(x, 3).poses, votes, w)
     assert not torch.allclose(g_det, g_full, rtol=1e-3, atol=1e-6)
 
@@ -311,10 +315,7 @@ def test_detach_couplings_gradient():
     g_ref = _grad(lambda x: _torch_routing(x, 3, detach_couplings=True), votes, w)
     torch.testing.assert_close(g_det, g_ref, rtol=1e-9, atol=1e-12)
     # constant couplings: s_j = Σ_i c_ij û_{j|i} is linear in the votes, so ∂L/∂û_{j|i} = c_ij ∂L/∂s_j
-    s = torch.einsum("bij,bijd->bjd", full.couplings, votes).requires_grad_(True)
-    (squash(s) * w).sum().backward()
-    g_hand = full.couplings.unsqueeze(-1) * s.grad.unsqueeze(1)
-    torch.testing.assert_close(g_det, g_hand, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(g_det, _constant_coupling_gradient(full.couplings, votes, w), rtol=1e-9, atol=1e-12)
     g_full = _grad(lambda x: dynamic_routing(x, 3).poses, votes, w)
     assert not torch.allclose(g_det, g_full, rtol=1e-3, atol=1e-6)
 
