@@ -100,6 +100,7 @@ def fit(
     loss_fn: Callable = capsnet_loss,
     checkpoint: str | Path | None = None,
     progress: bool = True,
+    on_epoch_end: Callable[[int, torch.nn.Module], None] | None = None,
 ) -> History:
     """Train ``model`` with Adam and a per-epoch exponential learning-rate decay; return its :class:`History`.
 
@@ -111,6 +112,8 @@ def fit(
         seed: seeds the shuffling and the shifts (the model's initialisation is the caller's).
         checkpoint: if given, the model, optimiser and history are saved there after every epoch.
         progress: show a tqdm progress bar.
+        on_epoch_end: called as ``on_epoch_end(epoch, model)`` after every epoch (after the evaluation),
+            e.g. to measure something about the model as it trains (chapter 03 measures gradients).
 
     Chapter 02.
     """
@@ -152,6 +155,9 @@ def fit(
             history.test_accuracy.append(evaluate(model, test, device=device, amp=amp))
         if checkpoint is not None:
             save_checkpoint(checkpoint, model, optimizer, history)
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, model)
+            model.train()
     return history
 
 

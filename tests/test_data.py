@@ -12,9 +12,11 @@ from collections import Counter
 
 import pytest
 import torch
+from torch.utils.data import TensorDataset
 
 from capsule_lab import data as cl_data
 from capsule_lab.data import (
+    affine_matrices, affine_parameters, affine_test_set, affine_transform, apply_affine,
     DEBIAN_FASHION_DIR, DataSourceError, data_root, install_debian_fashion_mnist, load_fashion_mnist,
     load_mnist, random_shift,
 )
@@ -223,3 +225,59 @@ def test_random_shift_zero_is_identity_and_seeded_is_reproducible():
 def test_random_shift_rejects_a_negative_shift():
     with pytest.raises(ValueError, match="max_shift"):
         random_shift(torch.zeros(1, 1, 4, 4), -1)
+
+
+# ------------------------------------------------------------------------------------ affNIST-like maps
+
+def test_affine_parameters_stay_in_their_ranges_and_shrink_with_strength():
+    p = affine_parameters(4000, seed=3)
+    assert p["rotation"].abs().max() <= 20 and p["rotation"].abs().max() > 19
+    assert p["shear"].abs().max() <= 45 and p["shear"].abs().max() > 44
+    for k in ("scale_x", "scale_y"):
+        assert 0.8 <= p[k].min() < 0.81 and 1.19 < p[k].max() <= 1.2
+    half = affine_parameters(4000, seed=3, strength=0.5)
+    assert half["rotation"].abs().max() <= 10 and 0.9 <= half["scale_x"].min()
+    zero = affine_parameters(10, seed=3, strength=0.0)
+    assert zero["rotation"].abs().max() == 0 and (zero["scale_y"] == 1).all()
+    with pytest.raises(ValueError, match="strength"):
+        affine_parameters(3, strength=1.5)
+
+
+def test_affine_matrices_hand_worked():
+    p = {"rotation": torch.tensor([90.0, 0.0], dtype=torch.float64), "shear": torch.tensor([0.0, 45.0], dtype=torch.float64),
+         "scale_x": torch.tensor([1.0, 2.0], dtype=torch.float64), "scale_y": torch.tensor([1.0, 1.0], dtype=torch.float64)}
+    A = affine_matrices(p)
+    torch.testing.assert_close(A[0], torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64))
+    torch.testing.assert_close(A[1], torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64))  # shear·scale
+
+
+def _centre_of_mass(img):
+    H, W = img.shape[-2:]
+    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float64), torch.arange(W, dtype=torch.float64), indexing="ij")
+    m = img.double().sum()
+    # in units of half the image side, origin at the centre (as apply_affine documents)
+    return (((xs * img).sum() / m + 0.5) / W * 2 - 1).item(), (((ys * img).sum() / m + 0.5) / H * 2 - 1).item()
+
+
+def test_apply_affine_moves_a_blob_where_the_matrix_says():
+    img = torch.zeros(1, 1, 28, 28)
+    img[0, 0, 13:15, 19:23] = 1.0                       # a blob right of centre, at (x, y) ≈ (0.5, 0)
+    x0, y0 = _centre_of_mass(img[0, 0])
+    rot = torch.tensor([[[0.0, -1.0], [1.0, 0.0]]])      # 90°: (x, y) → (−y, x)
+    x1, y1 = _centre_of_mass(apply_affine(img, rot)[0, 0])
+    assert x1 == pytest.approx(-y0, abs=0.03) and y1 == pytest.approx(x0, abs=0.03)
+    with pytest.raises(ValueError, match=r"\(N, 2, 2\)"):
+        apply_affine(img, rot[0])
+
+
+def test_affine_transform_is_seeded_and_identity_at_strength_zero():
+    x = torch.rand(5, 1, 28, 28)
+    torch.testing.assert_close(affine_transform(x, seed=1, strength=0.0), x, atol=1e-5, rtol=0)
+    assert torch.equal(affine_transform(x, seed=4), affine_transform(x, seed=4))
+    assert not torch.equal(affine_transform(x, seed=4), affine_transform(x, seed=5))
+    out = affine_transform(x, seed=4)
+    assert out.shape == x.shape and out.min() >= 0 and out.max() <= 1
+    data = affine_test_set(TensorDataset(x, torch.arange(5)), seed=4)
+    assert torch.equal(data.tensors[0], out) and torch.equal(data.tensors[1], torch.arange(5))
+    with pytest.raises(ValueError, match=r"\(N, C, H, W\)"):
+        affine_transform(x[0])

@@ -260,6 +260,27 @@ def test_capsnet_gradients_reach_every_parameter():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
 
 
+def test_capsnet_detach_couplings_config_changes_only_the_backward():
+    """CapsNetConfig(detach_couplings=True): same forward, and the class-layer W gradient equals the one of
+    routing with constant couplings computed independently on the materialised votes."""
+    torch.manual_seed(6)
+    small = dict(conv_channels=8, primary_types=2, decoder=False)
+    full = CapsNet(CapsNetConfig.slim(**small)).double()
+    detached = CapsNet(CapsNetConfig.slim(detach_couplings=True, **small)).double()
+    detached.load_state_dict(full.state_dict())
+    x = torch.rand(3, 1, 28, 28, dtype=torch.float64)
+    a, b = full(x), detached(x)
+    torch.testing.assert_close(a.poses, b.poses)
+    b.lengths.sum().backward()
+    u = b.primary.detach()
+    votes = torch.einsum("ijdk,bik->bijd", detached.digits.weight, u)
+    with torch.no_grad():
+        c = dynamic_routing(votes.detach(), 3).couplings
+    poses = squash(torch.einsum("bij,bijd->bjd", c, votes))
+    (expected,) = torch.autograd.grad(poses.norm(dim=-1).sum(), detached.digits.weight)
+    torch.testing.assert_close(detached.digits.weight.grad, expected)
+
+
 def test_capsnet_uniform_router_config():
     torch.manual_seed(5)
     net = CapsNet(CapsNetConfig.slim(routing="uniform", conv_channels=8, primary_types=2, decoder=False))

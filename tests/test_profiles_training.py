@@ -130,6 +130,22 @@ def test_fit_learns_a_separable_problem():
     assert evaluate(model, test) == hist.test_accuracy[-1]
 
 
+def test_fit_calls_on_epoch_end_after_each_evaluation_and_returns_to_training_mode():
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+    calls = []
+
+    def record(epoch, m):
+        assert m is model
+        calls.append((epoch, evaluate(m, _separable(40, 1))))
+        m.eval()  # fit must put the model back into training mode
+
+    hist = fit(model, _separable(32), _separable(40, 1), epochs=3, batch_size=8, progress=False, on_epoch_end=record)
+    assert [e for e, _ in calls] == [1, 2, 3]
+    assert [a for _, a in calls] == hist.test_accuracy
+    assert model.training
+
+
 def test_fit_without_test_set_and_zero_epochs():
     torch.manual_seed(0)
     model = TinyCapsNet()

@@ -1,0 +1,256 @@
+"""Gradients through dynamic routing, derived by hand: the two terms of ∂L/∂û and the coupling Jacobian.
+
+Taught in chapter 03 (``chapters/03_routing_gradients.ipynb``), after Gu & Tresp's supplement (Appx. A).
+Per sample, with K routing iterations t = 1..K (the notation of :mod:`capsule_lab.routing`):
+
+    c^(t)_ij = softmax_j(b^(t)_ij)      s^(t)_j = Σ_i c^(t)_ij û_{j|i}      v^(t)_j = g(s^(t)_j)
+    b^(t+1)_ij = b^(t)_ij + ⟨û_{j|i}, v^(t)_j⟩                               (b^(1) = the priors, or 0)
+
+The loss sees only v^(K). Its gradient w.r.t. a vote splits into two terms (supplement, eq. 1):
+
+    ∂L/∂û_{m|i} =  c^(K)_im · ∂L/∂s^(K)_m                                      term 1: couplings held constant
+                 + Σ_{i',j} ⟨∂L/∂s^(K)_j, û_{j|i'}⟩ · ∂c^(K)_{i'j}/∂û_{m|i}       term 2: through the couplings
+
+with ∂L/∂s = (∂v/∂s)ᵀ ∂L/∂v (the squash Jacobian, :func:`squash_jacobian`). The supplement writes term 2
+with i' = i only; the couplings of *every* input capsule depend on û_{m|i} through the poses v^(t), so
+the full sum runs over i' too. Term 1 is exactly what autograd returns when the couplings are detached
+(``dynamic_routing(..., detach_couplings=True)``, the supplement's Fig. 3).
+
+Nothing here uses autograd: :func:`vote_gradient` runs the reverse-mode recursion through the unrolled
+iterations by hand, :func:`coupling_jacobian` the forward-mode one (eq. 3, unrolled), and the tests
+compare both with ``torch.autograd``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import torch
+
+from .capsules import squash, squash_exp
+from .routing import _check_iterations, _check_logits, check_votes
+
+__all__ = [
+    "softmax_jacobian",
+    "squash_jacobian",
+    "RoutingStates",
+    "routing_states",
+    "VoteGradient",
+    "vote_gradient",
+    "coupling_jacobian",
+    "coupling_polarisation",
+    "gradient_terms",
+    "capsnet_gradient_terms",
+]
+
+
+def softmax_jacobian(c: torch.Tensor) -> torch.Tensor:
+    """The Jacobian of c = softmax(b) over the last dim: ``∂c_j/∂b_k = c_j (δ_jk − c_k)``, shape ``(..., J, J)``.
+
+    Its diagonal c_j(1 − c_j) and off-diagonal −c_j c_k both vanish as c polarises to 0/1 — the reason
+    the second gradient term fades (supplement, eq. 3). Chapter 03.
+    """
+    if not isinstance(c, torch.Tensor) or c.dim() < 1 or not c.is_floating_point():
+        raise ValueError(f"c must be a floating tensor of shape (..., J), got {getattr(c, 'shape', type(c).__name__)}")
+    return torch.diag_embed(c) - c.unsqueeze(-1) * c.unsqueeze(-2)
+
+
+def _radial(activation, n: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For v = f(n)·s with n = ‖s‖: return f(n) and n·f'(n)."""
+    if activation is squash:        # f = n / (1 + n²)
+        return n / (1 + n * n), n * (1 - n * n) / (1 + n * n) ** 2
+    if activation is squash_exp:    # f = (1 − e^{−n}) / n,  n f' = e^{−n} − f
+        f = torch.where(n > 0, -torch.expm1(-n) / n.clamp_min(1e-30), torch.ones_like(n))
+        return f, torch.exp(-n) - f
+    raise ValueError("activation must be capsule_lab.squash or capsule_lab.squash_exp")
+
+
+def squash_jacobian(s: torch.Tensor, activation=squash) -> torch.Tensor:
+    """The Jacobian ∂v/∂s of a squash at s, over the last dim: ``(..., D)`` → ``(..., D, D)``.
+
+    Both squashes have the form v = f(‖s‖) s, so with n = ‖s‖ and ŝ = s/n
+
+        ∂v/∂s = f(n) I + n f'(n) ŝ ŝᵀ        squash: f = n/(1+n²);  squash_exp: f = (1 − e^{−n})/n.
+
+    The matrix is symmetric. Chapter 03.
+    """
+    if not isinstance(s, torch.Tensor) or s.dim() < 1 or not s.is_floating_point():
+        raise ValueError(f"s must be a floating tensor of shape (..., D), got {getattr(s, 'shape', type(s).__name__)}")
+    n = s.norm(dim=-1, keepdim=True)
+    f, nf = _radial(activation, n)
+    unit = s / n.clamp_min(1e-30)
+    eye = torch.eye(s.shape[-1], dtype=s.dtype, device=s.device)
+    return f.unsqueeze(-1) * eye + nf.unsqueeze(-1) * unit.unsqueeze(-1) * unit.unsqueeze(-2)
+
+
+class RoutingStates(NamedTuple):
+    """Every iteration's couplings ``(K, B, I, J)``, sums and poses ``(K, B, J, D)`` of one routing run."""
+
+    couplings: torch.Tensor
+    sums: torch.Tensor
+    poses: torch.Tensor
+
+
+def routing_states(votes: torch.Tensor, iterations: int = 3, prior_logits: Optional[torch.Tensor] = None,
+                   activation=squash) -> RoutingStates:
+    """Run dynamic routing forward (no gradient) and keep c^(t), s^(t), v^(t) of every iteration. Chapter 03."""
+    check_votes(votes)
+    _check_iterations(iterations)
+    B, I, J, _ = votes.shape
+    b = votes.new_zeros(B, I, J) if prior_logits is None else _check_logits(prior_logits, B, I, J, votes, "prior_logits")
+    cs, ss, vs = [], [], []
+    with torch.no_grad():
+        for t in range(iterations):
+            c = torch.softmax(b, dim=2)
+            s = torch.einsum("bij,bijd->bjd", c, votes)
+            v = activation(s)
+            cs.append(c), ss.append(s), vs.append(v)
+            b = b + torch.einsum("bijd,bjd->bij", votes, v)
+    return RoutingStates(torch.stack(cs), torch.stack(ss), torch.stack(vs))
+
+
+class VoteGradient(NamedTuple):
+    """∂L/∂û ``(B, I, J, D)`` = ``term1`` + ``term2`` (supplement, eq. 1), and ∂L/∂b^(1) ``(B, I, J)``."""
+
+    total: torch.Tensor
+    term1: torch.Tensor
+    term2: torch.Tensor
+    prior: torch.Tensor
+
+
+def _check_grad_poses(grad_poses, votes: torch.Tensor) -> None:
+    B, _, J, D = votes.shape
+    if not isinstance(grad_poses, torch.Tensor) or tuple(grad_poses.shape) != (B, J, D):
+        got = tuple(grad_poses.shape) if isinstance(grad_poses, torch.Tensor) else type(grad_poses).__name__
+        raise ValueError(f"grad_poses must have shape (B, J, D) = ({B}, {J}, {D}), got {got}")
+
+
+def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int = 3,
+                  prior_logits: Optional[torch.Tensor] = None, activation=squash) -> VoteGradient:
+    """∂L/∂û through K routing iterations, split into the supplement's two terms, computed by hand.
+
+    Args:
+        votes: ``(B, I, J, D)``; grad_poses: ∂L/∂v^(K), ``(B, J, D)``.
+        iterations, prior_logits, activation: as in :func:`~capsule_lab.routing.dynamic_routing`.
+
+    Term 1 holds the final couplings constant. Term 2 is everything that flows through the couplings:
+    the reverse-mode recursion through the unrolled iterations (t = K−1, …, 1), with
+
+        ∂L/∂b^(K)   = softmax'(c^(K))ᵀ γ,   γ_ij = ⟨∂L/∂s^(K)_j, û_{j|i}⟩        (the coupling gradient)
+        b^(t+1) = b^(t) + ⟨û, v^(t)⟩:  û gets ∂L/∂b^(t+1)_ij · v^(t)_j, and v^(t) gets Σ_i ∂L/∂b^(t+1)_ij û_{j|i};
+        s^(t) = Σ_i c^(t) û:           û gets c^(t)_ij ∂L/∂s^(t)_j, and c^(t) gets ⟨∂L/∂s^(t)_j, û_{j|i}⟩.
+
+    Chapter 03.
+    """
+    check_votes(votes)
+    _check_grad_poses(grad_poses, votes)
+    states = routing_states(votes, iterations, prior_logits, activation)
+    K = iterations
+
+    def through_squash(t: int, grad_v: torch.Tensor) -> torch.Tensor:  # ∂L/∂s^(t) = (∂v/∂s)ᵀ ∂L/∂v
+        return torch.einsum("bjed,bje->bjd", squash_jacobian(states.sums[t], activation), grad_v)
+
+    def into_logits(t: int, grad_c: torch.Tensor) -> torch.Tensor:      # ∂L/∂b^(t) from ∂L/∂c^(t)
+        return torch.einsum("bijk,bij->bik", softmax_jacobian(states.couplings[t]), grad_c)
+
+    grad_s = through_squash(K - 1, grad_poses)
+    term1 = states.couplings[K - 1].unsqueeze(-1) * grad_s.unsqueeze(1)
+    grad_b = into_logits(K - 1, torch.einsum("bjd,bijd->bij", grad_s, votes))
+    term2 = torch.zeros_like(votes)
+    for t in reversed(range(K - 1)):
+        term2 += grad_b.unsqueeze(-1) * states.poses[t].unsqueeze(1)             # b^(t+1) ∋ ⟨û, v^(t)⟩, via û
+        grad_s = through_squash(t, torch.einsum("bij,bijd->bjd", grad_b, votes))  # ... via v^(t)
+        term2 += states.couplings[t].unsqueeze(-1) * grad_s.unsqueeze(1)        # s^(t) = Σ c û, via û
+        grad_b = grad_b + into_logits(t, torch.einsum("bjd,bijd->bij", grad_s, votes))  # ... via c^(t)
+    return VoteGradient(term1 + term2, term1, term2, grad_b)
+
+
+def coupling_jacobian(votes: torch.Tensor, iterations: int = 3, prior_logits: Optional[torch.Tensor] = None,
+                      activation=squash) -> torch.Tensor:
+    """The Jacobian of the final couplings w.r.t. the votes, by unrolling the iterations (supplement, eq. 3).
+
+    Returns ``(B, I, J, I, J, D)``: entry ``[b, i', j, i, m, :]`` is ∂c^(K)_{i'j}/∂û_{m|i}. Forward mode,
+    iteration by iteration, starting from ∂c^(1)/∂û = 0:
+
+        ∂s^(t)_j   = c^(t)_ij δ_jm I + Σ_{i'} û_{j|i'} ⊗ ∂c^(t)_{i'j}          (w.r.t. û_{m|i})
+        ∂v^(t)_j   = (∂v/∂s)(s^(t)_j) ∂s^(t)_j
+        ∂b^(t+1)_{i'j} = ∂b^(t)_{i'j} + δ_{i'i} δ_jm v^(t)_j + û_{j|i'}ᵀ ∂v^(t)_j
+        ∂c^(t+1)_{i'j} = Σ_k c^(t+1)_{i'j} (δ_jk − c^(t+1)_{i'k}) ∂b^(t+1)_{i'k}     (eq. 3)
+
+    Its size grows as (I·J)²·D per sample: for teaching-sized layers only. Chapter 03.
+    """
+    check_votes(votes)
+    states = routing_states(votes, iterations, prior_logits, activation)
+    B, I, J, D = votes.shape
+    eye_i, eye_j, eye_d = (torch.eye(n, dtype=votes.dtype, device=votes.device) for n in (I, J, D))
+    dc = votes.new_zeros(B, I, J, I, J, D)   # ∂c^(t)_{i'j} / ∂û_{m|i}[d]: [b, i', j, i, m, d]
+    db = torch.zeros_like(dc)
+    for t in range(iterations - 1):
+        c, s, v = states.couplings[t], states.sums[t], states.poses[t]
+        ds = (torch.einsum("bij,jm,ed->bjeimd", c, eye_j, eye_d)
+              + torch.einsum("bpje,bpjimd->bjeimd", votes, dc))
+        dv = torch.einsum("bjfe,bjeimd->bjfimd", squash_jacobian(s, activation), ds)
+        db = db + (torch.einsum("pi,jm,bjd->bpjimd", eye_i, eye_j, v)
+                   + torch.einsum("bpjf,bjfimd->bpjimd", votes, dv))
+        dc = torch.einsum("bpjk,bpkimd->bpjimd", softmax_jacobian(states.couplings[t + 1]), db)
+    return dc
+
+
+def coupling_polarisation(couplings: torch.Tensor) -> dict:
+    """How far couplings ``(B, I, J)`` are from uniform: the mean over (b, i) of max_j c_ij (1/J = uniform,
+    1 = one-hot) and of the entropy −Σ_j c_ij log₂ c_ij in bits (log₂ J = uniform, 0 = one-hot). Chapter 03.
+    """
+    if not isinstance(couplings, torch.Tensor) or couplings.dim() != 3 or not couplings.is_floating_point():
+        raise ValueError(f"couplings must be a floating tensor of shape (B, I, J), got "
+                         f"{getattr(couplings, 'shape', type(couplings).__name__)}")
+    c = couplings.detach().double()
+    entropy = -(torch.special.xlogy(c, c).sum(dim=-1) / math.log(2))
+    J = c.shape[-1]
+    return {"max_coupling": c.max(dim=-1).values.mean().item(), "entropy_bits": entropy.mean().item(),
+            "uniform_max": 1.0 / J, "uniform_entropy_bits": math.log2(J)}
+
+
+def gradient_terms(grad: VoteGradient) -> dict:
+    """Summaries of a :class:`VoteGradient`: the Frobenius norms of the two terms over the whole batch,
+    their ratio ‖term 2‖/‖term 1‖, and the cosine between the total gradient and term 1 (1 = term 1 alone
+    points the same way as the true gradient, as the supplement's eqs. 4–5 claim). Chapter 03.
+    """
+    t1, t2, total = grad.term1.double(), grad.term2.double(), grad.total.double()
+    n1, n2 = t1.norm().item(), t2.norm().item()
+    cosine = (total.flatten() @ t1.flatten() / (total.norm() * t1.norm()).clamp_min(1e-300)).item()
+    return {"term1": n1, "term2": n2, "ratio": n2 / n1 if n1 > 0 else math.inf, "cosine": cosine}
+
+
+def capsnet_gradient_terms(model, images: torch.Tensor, labels: torch.Tensor, loss_fn=None) -> dict:
+    """Measure the two gradient terms at a :class:`~capsule_lab.models.CapsNet`'s class layer on one batch.
+
+    The class layer's votes are materialised, routed with the model's iteration count, and ∂L/∂v^(K) is
+    taken from the model's own loss (margin + reconstruction, through the decoder); then
+    :func:`vote_gradient` splits ∂L/∂û. Returns :func:`gradient_terms` plus :func:`coupling_polarisation`
+    of the final couplings. The model is left in the mode it was in. Chapter 03.
+    """
+    from .models import CapsNetOutput, capsnet_loss
+
+    if getattr(getattr(model, "config", None), "routing", None) != "dynamic":
+        raise ValueError("capsnet_gradient_terms needs a CapsNet with dynamic routing (config.routing == 'dynamic')")
+    if images.dim() != 4 or labels.shape != images.shape[:1]:
+        raise ValueError(f"images must be (B, C, H, W) and labels (B,), got {tuple(images.shape)}, {tuple(labels.shape)}")
+    loss_fn = loss_fn or capsnet_loss
+    config = model.config
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            u = model.primary(torch.relu(model.conv(images)))
+            votes = model.digits.votes(u)
+            states = routing_states(votes, config.iterations)
+        poses = states.poses[-1].clone().requires_grad_(True)
+        with torch.enable_grad():
+            reconstruction = model.decoder(poses, labels) if model.decoder is not None else None
+            out = CapsNetOutput(poses.norm(dim=-1), poses, states.couplings[-1], u, reconstruction)
+            (grad_poses,) = torch.autograd.grad(loss_fn(out, images, labels), poses)
+        grad = vote_gradient(votes, grad_poses, config.iterations)
+    finally:
+        model.train(was_training)
+    return {**gradient_terms(grad), **coupling_polarisation(states.couplings[-1])}
