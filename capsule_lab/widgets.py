@@ -1,6 +1,6 @@
-"""Interactive widgets for chapter 02, each with a static figure that draws its default state.
+"""Interactive widgets for chapters 02 and 03, each with a static figure that draws its default state.
 
-Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``). The book is static and a widget needs a
+Taught in chapters 02 and 03. The book is static and a widget needs a
 running kernel, so every widget comes with a ``*_figure`` function that draws exactly what the widget
 shows at its default slider values; the chapter puts the two side by side.
 
@@ -9,6 +9,8 @@ shows at its default slider values; the chapter puts the two side by side.
   added to the logits, ``b_ij ← b_ij + λ ⟨û_{j|i}, v_j⟩`` (λ = 1 is Sabour's routing).
 * :func:`pose_explorer` / :func:`pose_explorer_figure` — nudge one of the 16 pose dimensions of the
   winning digit capsule and watch the decoder's reconstruction change (Sabour et al., Fig. 4).
+* :func:`gradient_terms_explorer` / :func:`gradient_terms_figure` (chapter 03) — the two terms of ∂L/∂û
+  on a toy layer, with sliders for the iterations r and for how polarised the couplings are.
 
 The widgets are thin: the maths is :mod:`capsule_lab.routing` and the pictures :mod:`capsule_lab.viz`.
 They can be built without a display (e.g. in tests); the figure of the current state is kept in
@@ -39,6 +41,11 @@ __all__ = [
     "pose_explorer_figure",
     "pose_explorer",
     "PoseExplorer",
+    "gradient_toy",
+    "polarised_gradient_terms",
+    "gradient_terms_figure",
+    "gradient_terms_explorer",
+    "GradientTermsExplorer",
 ]
 
 # Sabour et al., Fig. 4: one pose dimension tweaked by intervals of 0.05 in [−0.25, 0.25].
@@ -305,3 +312,86 @@ def pose_explorer(model, image: torch.Tensor) -> PoseExplorer:
     Chapter 02.
     """
     return PoseExplorer(model, image)
+
+
+# --- the gradient-terms explorer (chapter 03) -----------------------------------------------------------
+
+def gradient_toy(seed: int = 0, inputs: int = 8, outputs: int = 4, dim: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chapter 03's toy layer: seeded random votes ``(1, I, J, D)`` (float64) and a fixed assignment of
+    each input capsule to one output, one-hot ``(I, J)`` (input i → output i mod J). Chapter 03.
+    """
+    g = torch.Generator().manual_seed(seed)
+    votes = 0.5 * torch.randn(1, inputs, outputs, dim, generator=g, dtype=torch.float64)
+    assignment = torch.nn.functional.one_hot(torch.arange(inputs) % outputs, outputs).double()
+    return votes, assignment
+
+
+def polarised_gradient_terms(iterations: int = 3, polarisation: float = 0.0, seed: int = 0):
+    """The two gradient terms on :func:`gradient_toy` when the couplings are pushed toward one-hot.
+
+    The prior logits are ``polarisation × assignment``: 0 leaves routing as Sabour's (uniform start),
+    a large value makes every c_i· nearly one-hot whatever the votes. The loss is the margin loss with
+    target class 0. Returns ``(couplings (I, J), VoteGradient)`` for the one sample. Chapter 03.
+    """
+    from .capsules import margin_loss
+    from .gradients import vote_gradient
+    from .routing import dynamic_routing
+
+    if isinstance(polarisation, bool) or not isinstance(polarisation, (int, float)) or not np.isfinite(polarisation):
+        raise ValueError(f"polarisation must be a finite number, got {polarisation!r}")
+    votes, assignment = gradient_toy(seed)
+    prior = polarisation * assignment
+    poses = dynamic_routing(votes, iterations, prior).poses.detach().requires_grad_(True)
+    (grad_poses,) = torch.autograd.grad(margin_loss(poses.norm(dim=-1), torch.tensor([0])), poses)
+    grad = vote_gradient(votes, grad_poses, iterations, prior)
+    couplings = dynamic_routing(votes, iterations, prior).couplings[0]
+    return couplings, grad
+
+
+def gradient_terms_figure(iterations: int = 3, polarisation: float = 0.0):
+    """The gradient-terms explorer's picture: couplings and per-input norms of the two terms. Chapter 03."""
+    from .gradient_figures import plot_gradient_terms
+    from .gradients import gradient_terms
+
+    couplings, grad = polarised_gradient_terms(iterations, polarisation)
+    summary = gradient_terms(grad)
+    return plot_gradient_terms(couplings, grad.term1[0].flatten(1).norm(dim=1), grad.term2[0].flatten(1).norm(dim=1),
+                               title=f"r = {iterations}, polarisation {polarisation:g}: "
+                                     f"‖term 2‖/‖term 1‖ = {summary['ratio']:.3f}, cos(total, term 1) = "
+                                     f"{summary['cosine']:.3f}")
+
+
+class GradientTermsExplorer(widgets.VBox):
+    """Sliders ``iterations`` and ``polarisation`` over :func:`gradient_terms_figure`; ``.summary`` holds the
+    :func:`capsule_lab.gradients.gradient_terms` of the current state and ``.figure`` the Figure. Chapter 03."""
+
+    def __init__(self):
+        style = {"description_width": "initial"}
+        self.iterations = widgets.IntSlider(value=3, min=1, max=6, description="iterations r",
+                                            continuous_update=False, style=style)
+        self.polarisation = widgets.FloatSlider(value=0.0, min=0.0, max=10.0, step=0.5, description="polarisation",
+                                                continuous_update=False, style=style)
+        self.output = widgets.Output()
+        self.figure = self.summary = None
+        super().__init__([widgets.HBox([self.iterations, self.polarisation]), self.output])
+        self.iterations.observe(self._redraw, names="value")
+        self.polarisation.observe(self._redraw, names="value")
+        self._redraw()
+
+    def _redraw(self, change=None) -> None:
+        from .gradients import gradient_terms
+
+        r, p = int(self.iterations.value), float(self.polarisation.value)
+        self.summary = gradient_terms(polarised_gradient_terms(r, p)[1])
+        fig = gradient_terms_figure(r, p)
+        plt.close(fig)
+        self.figure = fig
+        with self.output:
+            self.output.clear_output(wait=True)
+            display(fig)
+
+
+def gradient_terms_explorer() -> GradientTermsExplorer:
+    """A widget: pick the number of routing iterations and how polarised the couplings are, and see the two
+    terms of ∂L/∂û per input capsule (:func:`gradient_terms_figure` draws the default state). Chapter 03."""
+    return GradientTermsExplorer()

@@ -28,7 +28,7 @@ from capsule_lab.grading import TASKS, check, grade, grade_notebook
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
-NOTEBOOKS = ["01_capsules.ipynb", "02_dynamic_routing.ipynb"]
+NOTEBOOKS = ["01_capsules.ipynb", "02_dynamic_routing.ipynb", "03_routing_gradients.ipynb"]
 FUNCTION_OF_TASK = {
     "01.squash": ("01_capsules.ipynb", "squash"),
     "01.margin_loss": ("01_capsules.ipynb", "margin_loss"),
@@ -36,9 +36,13 @@ FUNCTION_OF_TASK = {
     "02.couplings": ("02_dynamic_routing.ipynb", "couplings"),
     "02.routing_step": ("02_dynamic_routing.ipynb", "routing_step"),
     "02.dynamic_routing": ("02_dynamic_routing.ipynb", "dynamic_routing"),
+    "03.softmax_jacobian": ("03_routing_gradients.ipynb", "softmax_jacobian"),
+    "03.constant_coupling_gradient": ("03_routing_gradients.ipynb", "term1"),
+    "03.detached_routing": ("03_routing_gradients.ipynb", "routing"),
 }
 POINTS = {"01.squash": 1, "01.margin_loss": 1, "01.primary_capsules": 1,
-          "02.couplings": 1, "02.routing_step": 2, "02.dynamic_routing": 2}
+          "02.couplings": 1, "02.routing_step": 2, "02.dynamic_routing": 2,
+          "03.softmax_jacobian": 1, "03.constant_coupling_gradient": 2, "03.detached_routing": 2}
 
 
 def solution_functions(name: str) -> dict:
@@ -61,7 +65,7 @@ def test_registry_has_the_tasks_and_points():
     assert {tid: t.points for tid, t in TASKS.items()} == POINTS
     for task in TASKS.values():
         assert task.title and task.hint and task.cases()
-        assert task.chapter in {"01", "02"}
+        assert task.chapter in {"01", "02", "03", "04"}
         assert any(c.args for c in task.cases())
 
 
@@ -410,3 +414,12 @@ def test_a_hanging_cell_times_out_and_grading_goes_on(hanging_report):
     assert report["score"] == report["max_score"] == 3
     assert report["duration_s"] < 120
     assert hanging_report["before"] == hanging_report["after"], "grading modified the notebook"
+
+
+@pytest.mark.parametrize("task_id", sorted(TASKS))
+def test_every_known_wrong_answer_fails_with_its_own_hint(task_id):
+    for wrong in TASKS[task_id].wrong_answers:
+        result = check(task_id, wrong.fn, verbose=False)
+        assert not result.passed and result.points == 0, wrong.label
+        if not result.message.startswith("raised "):  # a wrong answer that crashes gets the crash and the general hint
+            assert wrong.hint in result.message, wrong.label

@@ -1,4 +1,4 @@
-"""Grading: the checks behind the exercises of chapters 01 and 02, and the notebook grader.
+"""Grading: the checks behind the chapters' exercises, and the notebook grader.
 
 Taught alongside every chapter's exercise notebook (``exercises/NN_topic.ipynb``). Two parts:
 
@@ -14,16 +14,19 @@ is caught too). When an answer is wrong and matches a known mistake, the hint na
 
 The tasks (see :data:`TASKS`):
 
-======================  ======  ============================================================
-task                    points  the student writes
-======================  ======  ============================================================
-``01.squash``           1       ``squash(s, dim=-1)`` (chapter 01, squash)
-``01.margin_loss``      1       ``margin_loss(lengths (B, J), labels (B,))`` (chapter 01, margin loss)
-``01.primary_capsules`` 1       ``primary_capsules(conv_out (B, C·D, H, W), capsule_dim)`` (chapter 01)
-``02.couplings``        1       ``couplings(logits (B, I, J))``: softmax over the outputs j (chapter 02)
-``02.routing_step``     2       ``routing_step(votes, logits)`` → ``(poses, new_logits)`` (chapter 02)
-``02.dynamic_routing``  2       ``dynamic_routing(votes, iterations)`` → poses (chapter 02)
-======================  ======  ============================================================
+=================================  ======  ============================================================================
+task                               points  the student writes
+=================================  ======  ============================================================================
+``01.squash``                      1       ``squash(s, dim=-1)`` (chapter 01, squash)
+``01.margin_loss``                 1       ``margin_loss(lengths (B, J), labels (B,))`` (chapter 01, margin loss)
+``01.primary_capsules``            1       ``primary_capsules(conv_out (B, C·D, H, W), capsule_dim)`` (chapter 01)
+``02.couplings``                   1       ``couplings(logits (B, I, J))``: softmax over the outputs j (chapter 02)
+``02.routing_step``                2       ``routing_step(votes, logits)`` → ``(poses, new_logits)`` (chapter 02)
+``02.dynamic_routing``             2       ``dynamic_routing(votes, iterations)`` → poses (chapter 02)
+``03.softmax_jacobian``            1       ``softmax_jacobian(c (..., J))`` → ``(..., J, J)`` (chapter 03)
+``03.constant_coupling_gradient``  2       ``term1(couplings, sums, grad_poses)`` → ``(B, I, J, D)`` (chapter 03)
+``03.detached_routing``            2       ``routing(votes, iterations)`` with constant couplings (chapter 03)
+=================================  ======  ============================================================================
 
 **Grading** (what instructors run): :func:`grade_notebook` executes a copy of a student's notebook in a
 fresh kernel with a per-cell time limit and collects the results of the :func:`check` calls made in it;
@@ -37,7 +40,7 @@ The package, one idea per module:
 - :mod:`.tasks`: the framework: :class:`Case`, :class:`WrongAnswer`, :class:`Task` and the registry
   (:func:`task_ids`, :func:`get_task`, :func:`tasks_for_chapter`, :data:`ALIASES`,
   :func:`~capsule_lab.grading.tasks.register`);
-- :mod:`.tasks_01`, :mod:`.tasks_02`: each chapter's tasks (references, cases, wrong answers, hints),
+- :mod:`.tasks_01`, :mod:`.tasks_02`, …: each chapter's tasks (references, cases, wrong answers, hints),
   registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
 - :mod:`.checking`: running a function on a task's cases, :func:`check`, :class:`CheckResult`, the record file;
 - :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade` and the nbclient machinery;
@@ -46,7 +49,7 @@ The package, one idea per module:
 
 from __future__ import annotations
 
-from . import tasks_01, tasks_02  # noqa: F401 - registers the chapters' tasks, in chapter order
+from . import tasks_01, tasks_02, tasks_03  # noqa: F401 - registers the chapters' tasks, in chapter order
 from .checking import ATOL, NOT_IMPLEMENTED, RTOL  # noqa: F401 - module constants of the former grading.py
 from .checking import RECORD_ENV, CheckResult, check
 from .notebooks import chapter_of_notebook, grade, grade_notebook
