@@ -199,7 +199,7 @@ class DeepCapsNetConfig:
     routing: str = "dynamic"
     iterations: int = 3
     learned_priors: bool = True
-    init_std: float = 0.5               # W ~ N(0, init_std²): see chapter 04, "the network"
+    init_std: float = 1.0               # W ~ N(0, 1): chapter 04 explains the choice
     decoder: bool = False
     decoder_hidden: tuple = (512, 1024)
 
@@ -253,7 +253,7 @@ class RoutingLayer(nn.Module):
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int, routing: str = "dynamic",
-                 iterations: int = 3, learned_priors: bool = True, init_std: float = 0.5):
+                 iterations: int = 3, learned_priors: bool = True, init_std: float = 1.0):
         super().__init__()
         self.routing = routing
         if routing == "dynamic":

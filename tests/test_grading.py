@@ -28,7 +28,7 @@ from capsule_lab.grading import TASKS, check, grade, grade_notebook
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
-NOTEBOOKS = ["01_capsules.ipynb", "02_dynamic_routing.ipynb", "03_routing_gradients.ipynb"]
+NOTEBOOKS = ["01_capsules.ipynb", "02_dynamic_routing.ipynb", "03_routing_gradients.ipynb", "04_dead_capsules.ipynb"]
 FUNCTION_OF_TASK = {
     "01.squash": ("01_capsules.ipynb", "squash"),
     "01.margin_loss": ("01_capsules.ipynb", "margin_loss"),
@@ -39,10 +39,14 @@ FUNCTION_OF_TASK = {
     "03.softmax_jacobian": ("03_routing_gradients.ipynb", "softmax_jacobian"),
     "03.constant_coupling_gradient": ("03_routing_gradients.ipynb", "term1"),
     "03.detached_routing": ("03_routing_gradients.ipynb", "routing"),
+    "04.dyr": ("04_dead_capsules.ipynb", "dyr"),
+    "04.dead_capsules": ("04_dead_capsules.ipynb", "dead_capsules"),
+    "04.active_rate": ("04_dead_capsules.ipynb", "active_rate"),
 }
 POINTS = {"01.squash": 1, "01.margin_loss": 1, "01.primary_capsules": 1,
           "02.couplings": 1, "02.routing_step": 2, "02.dynamic_routing": 2,
-          "03.softmax_jacobian": 1, "03.constant_coupling_gradient": 2, "03.detached_routing": 2}
+          "03.softmax_jacobian": 1, "03.constant_coupling_gradient": 2, "03.detached_routing": 2,
+          "04.dyr": 2, "04.dead_capsules": 1, "04.active_rate": 1}
 
 
 def solution_functions(name: str) -> dict:
@@ -373,7 +377,7 @@ def test_solutions_score_full_marks_and_reports_are_written(solution_reports):
         rows = list(csv.DictReader(f))
     assert [Path(r["notebook"]).name for r in rows] == NOTEBOOKS
     assert set(rows[0]) == {"notebook", "score", "max_score", *POINTS}
-    assert rows[0]["score"] == "3" and rows[1]["score"] == "5"
+    assert [r["score"] for r in rows] == ["3", "5", "5", "4"]
     assert rows[0]["01.squash"] == "1" and rows[0]["02.routing_step"] == ""
     assert rows[1]["02.routing_step"] == "2"
     assert solution_reports["before"] == solution_reports["after"], "grading modified a notebook"

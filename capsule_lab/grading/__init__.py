@@ -26,6 +26,9 @@ task                               points  the student writes
 ``03.softmax_jacobian``            1       ``softmax_jacobian(c (..., J))`` → ``(..., J, J)`` (chapter 03)
 ``03.constant_coupling_gradient``  2       ``term1(couplings, sums, grad_poses)`` → ``(B, I, J, D)`` (chapter 03)
 ``03.detached_routing``            2       ``routing(votes, iterations)`` with constant couplings (chapter 03)
+``04.dyr``                         2       ``dyr(couplings (K, I, n))``: the dynamic routing coefficient (chapter 04)
+``04.dead_capsules``               1       ``dead_capsules(norms (K, n), mean_eps, std_eps)`` → bool ``(n,)`` (chapter 04)
+``04.active_rate``                 1       ``active_rate(norms (K, n), eps)``: car, the rate of active capsules (chapter 04)
 =================================  ======  ============================================================================
 
 **Grading** (what instructors run): :func:`grade_notebook` executes a copy of a student's notebook in a
@@ -49,7 +52,7 @@ The package, one idea per module:
 
 from __future__ import annotations
 
-from . import tasks_01, tasks_02, tasks_03  # noqa: F401 - registers the chapters' tasks, in chapter order
+from . import tasks_01, tasks_02, tasks_03, tasks_04  # noqa: F401 - registers the chapters' tasks, in chapter order
 from .checking import ATOL, NOT_IMPLEMENTED, RTOL  # noqa: F401 - module constants of the former grading.py
 from .checking import RECORD_ENV, CheckResult, check
 from .notebooks import chapter_of_notebook, grade, grade_notebook

@@ -1,0 +1,108 @@
+"""capsule_lab.models.DeepCapsNet (chapter 04): shapes, the routing switch, learned priors, squash_exp, training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from capsule_lab import margin_loss, squash_exp
+from capsule_lab.layers import capsule_votes
+from capsule_lab.models import DeepCapsNet, DeepCapsNetConfig, RoutingLayer
+from capsule_lab.routing import dynamic_routing
+from capsule_lab.training import evaluate, fit
+
+
+def small(**changes):
+    return DeepCapsNetConfig.quick(conv_channels=(4,), **changes)
+
+
+def test_paper_configuration():
+    c = DeepCapsNetConfig.paper()
+    assert c.layer_sizes == (16, 16, 16, 16, 10)          # Tables 1/2: layers 1–4 of 16 capsules, 10 classes
+    assert (c.capsule_dim, c.routing_layers, c.iterations, c.routing) == (8, 4, 3, "dynamic")
+    assert c.learned_priors and c.decoder
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+@pytest.mark.parametrize("routing", ["dynamic", "uniform"])
+def test_forward_shapes(depth, routing):
+    torch.manual_seed(0)
+    model = DeepCapsNet(small(routing_layers=depth, routing=routing))
+    out = model(torch.rand(3, 1, 28, 28))
+    assert out.lengths.shape == (3, 10) and out.poses.shape == (3, 10, 8)
+    assert [tuple(u.shape) for u in out.capsules] == [(3, 16, 8)] * depth + [(3, 10, 8)]
+    assert [tuple(c.shape) for c in out.couplings] == [(3, 16, 16)] * (depth - 1) + [(3, 16, 10)]
+    for c in out.couplings:
+        assert torch.allclose(c.sum(dim=-1), torch.ones(c.shape[:2]), atol=1e-5)
+    for u in out.capsules:
+        assert (u.norm(dim=-1) < 1).all()
+    assert torch.allclose(out.lengths, out.capsules[-1].norm(dim=-1))
+    assert out.reconstruction is None
+
+
+def test_uniform_switch_gives_constant_couplings_and_no_priors():
+    model = DeepCapsNet(small(routing="uniform"))
+    out = model(torch.rand(2, 1, 28, 28))
+    assert all(torch.allclose(c, torch.full_like(c, 1 / c.shape[-1])) for c in out.couplings)
+    assert not any("prior" in name for name, _ in model.named_parameters())
+
+
+def test_layers_compute_squash_exp_of_rba_with_learned_priors():
+    """Each layer is eq. (2) + RBA (Algorithm 1) started at the learned priors b, with squash_exp."""
+    torch.manual_seed(0)
+    model = DeepCapsNet(small())
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.prior.normal_()
+    x = torch.rand(2, 1, 28, 28)
+    out = model(x)
+    u = squash_exp(model.backbone(x).view(2, 16, 8))
+    assert torch.allclose(out.capsules[0], u, atol=1e-6)
+    for l, layer in enumerate(model.layers):
+        ref = dynamic_routing(capsule_votes(u, layer.weight), 3, layer.prior, activation=squash_exp)
+        assert torch.allclose(out.capsules[l + 1], ref.poses, atol=1e-5)
+        assert torch.allclose(out.couplings[l], ref.couplings, atol=1e-5)
+        u = ref.poses
+
+
+def test_one_routing_iteration_from_the_priors_is_softmax_of_the_priors():
+    layer = RoutingLayer(5, 3, 4, 2, iterations=1)
+    with torch.no_grad():
+        layer.prior.copy_(torch.randn(5, 4))
+    out = layer(torch.rand(2, 5, 3))
+    assert torch.allclose(out.couplings, torch.softmax(layer.prior, dim=-1).expand(2, 5, 4), atol=1e-6)
+
+
+def test_priors_and_every_weight_get_gradients():
+    torch.manual_seed(0)
+    model = DeepCapsNet(small(routing_layers=3))
+    x, y = torch.rand(4, 1, 28, 28), torch.tensor([0, 1, 2, 3])
+    margin_loss(model(x).lengths, y).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
+def test_decoder_and_fit_work():
+    torch.manual_seed(0)
+    model = DeepCapsNet(small(routing_layers=2, decoder=True, decoder_hidden=(16,)))
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.rand(40, 1, 28, 28, generator=g), torch.randint(0, 10, (40,), generator=g))
+    out = model(data.tensors[0][:3], data.tensors[1][:3])
+    assert out.reconstruction.shape == (3, 1, 28, 28)
+    history = fit(model, data, data, epochs=1, batch_size=16, progress=False)
+    assert len(history.test_accuracy) == 1 and 0.0 <= evaluate(model, data) <= 1.0
+
+
+def test_input_checks():
+    model = DeepCapsNet(small())
+    for bad in (torch.rand(2, 28, 28), torch.rand(2, 3, 28, 28), torch.rand(2, 1, 20, 20)):
+        with pytest.raises(ValueError, match=r"\(B, 1, 28, 28\)"):
+            model(bad)
+    with pytest.raises(ValueError, match="routing"):
+        DeepCapsNetConfig(routing="em")
+    with pytest.raises(ValueError, match="routing_layers"):
+        DeepCapsNetConfig(routing_layers=0)
+    with pytest.raises(ValueError, match="routing"):
+        RoutingLayer(2, 2, 2, 2, routing="nope")
