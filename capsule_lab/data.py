@@ -251,6 +251,12 @@ def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Gene
 # test set can be regenerated anywhere without a download.
 
 
+def _check_images(images) -> None:
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
+        raise ValueError(f"images must be a float tensor of shape (N, C, H, W), got "
+                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
+
+
 def affine_parameters(n: int, seed: int = 0, strength: float = 1.0, max_rotation: float = 20.0,
                       max_shear: float = 45.0, scale: tuple[float, float] = (0.8, 1.2)) -> dict:
     """Draw ``n`` affine maps: rotation and shear angles (degrees) uniform in ±max·strength, horizontal and
@@ -293,9 +299,7 @@ def affine_transform(images: torch.Tensor, seed: int = 0, strength: float = 1.0,
     images ``(N, C, H, W)``; ``ranges`` go to :func:`affine_parameters` (max_rotation, max_shear, scale).
     The same seed gives the same maps, whatever the machine. Chapters 03 and 04.
     """
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
-        raise ValueError(f"images must be a float tensor of shape (N, C, H, W), got "
-                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
+    _check_images(images)
     return apply_affine(images, affine_matrices(affine_parameters(images.shape[0], seed, strength, **ranges)))
 
 
@@ -304,9 +308,7 @@ def apply_affine(images: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
     (x, y) (x right, y down, in units of half the image side) moves to A·(x, y). Bilinear, zeros outside.
     Chapter 03.
     """
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
-        raise ValueError(f"images must be a float tensor of shape (N, C, H, W), got "
-                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
+    _check_images(images)
     if not isinstance(matrices, torch.Tensor) or tuple(matrices.shape) != (images.shape[0], 2, 2):
         raise ValueError(f"matrices must have shape (N, 2, 2) = ({images.shape[0]}, 2, 2), got "
                          f"{tuple(matrices.shape) if isinstance(matrices, torch.Tensor) else type(matrices).__name__}")

@@ -277,9 +277,7 @@ def layer_table(record: CapsuleRecord, active_eps: float = ACTIVE_EPS, dead_mean
 
     Chapter 04.
     """
-    rows, dead = [], []
-    for norms in record.norms:
-        dead.append(dead_mask(norms, dead_mean_eps, dead_std_eps))
+    rows, dead = [], [dead_mask(norms, dead_mean_eps, dead_std_eps) for norms in record.norms]
     for l, norms in enumerate(record.norms):
         stats = activation_stats(norms, active_eps, dead_mean_eps, dead_std_eps)
         row = {"layer": l + 1, "capsules": norms.shape[1], "alive": norms.shape[1] - int(stats["cds"]), **stats,

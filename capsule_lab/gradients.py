@@ -29,7 +29,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from .capsules import squash, squash_exp
-from .routing import _check_iterations, _check_logits, check_votes
+from .routing import _softmax_backward, check_votes, dynamic_routing
 
 __all__ = [
     "softmax_jacobian",
@@ -95,19 +95,11 @@ class RoutingStates(NamedTuple):
 def routing_states(votes: torch.Tensor, iterations: int = 3, prior_logits: Optional[torch.Tensor] = None,
                    activation=squash) -> RoutingStates:
     """Run dynamic routing forward (no gradient) and keep c^(t), s^(t), v^(t) of every iteration. Chapter 03."""
-    check_votes(votes)
-    _check_iterations(iterations)
-    B, I, J, _ = votes.shape
-    b = votes.new_zeros(B, I, J) if prior_logits is None else _check_logits(prior_logits, B, I, J, votes, "prior_logits")
-    cs, ss, vs = [], [], []
     with torch.no_grad():
-        for t in range(iterations):
-            c = torch.softmax(b, dim=2)
-            s = torch.einsum("bij,bijd->bjd", c, votes)
-            v = activation(s)
-            cs.append(c), ss.append(s), vs.append(v)
-            b = b + torch.einsum("bijd,bjd->bij", votes, v)
-    return RoutingStates(torch.stack(cs), torch.stack(ss), torch.stack(vs))
+        steps = dynamic_routing(votes, iterations, prior_logits, activation=activation, history=True).history
+        couplings = torch.stack([step.couplings for step in steps])
+        sums = torch.einsum("tbij,bijd->tbjd", couplings, votes)
+    return RoutingStates(couplings, sums, torch.stack([step.poses for step in steps]))
 
 
 class VoteGradient(NamedTuple):
@@ -151,8 +143,8 @@ def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int
     def through_squash(t: int, grad_v: torch.Tensor) -> torch.Tensor:  # ∂L/∂s^(t) = (∂v/∂s)ᵀ ∂L/∂v
         return torch.einsum("bjed,bje->bjd", squash_jacobian(states.sums[t], activation), grad_v)
 
-    def into_logits(t: int, grad_c: torch.Tensor) -> torch.Tensor:      # ∂L/∂b^(t) from ∂L/∂c^(t)
-        return torch.einsum("bijk,bij->bik", softmax_jacobian(states.couplings[t]), grad_c)
+    def into_logits(t: int, grad_c: torch.Tensor) -> torch.Tensor:      # ∂L/∂b^(t) = softmax'(c^(t))ᵀ ∂L/∂c^(t)
+        return _softmax_backward(states.couplings[t], grad_c, dim=-1)
 
     grad_s = through_squash(K - 1, grad_poses)
     term1 = states.couplings[K - 1].unsqueeze(-1) * grad_s.unsqueeze(1)
@@ -242,7 +234,7 @@ def capsnet_gradient_terms(model, images: torch.Tensor, labels: torch.Tensor, lo
     model.eval()
     try:
         with torch.no_grad():
-            u = model.primary(torch.relu(model.conv(images)))
+            u = model(images).primary
             votes = model.digits.votes(u)
             states = routing_states(votes, config.iterations)
         poses = states.poses[-1].clone().requires_grad_(True)

@@ -191,9 +191,10 @@ def uniform_routing(
 # or saved; it keeps the small per-iteration tensors c, s, v and recomputes the products it needs.
 
 
-def _softmax_backward(c: torch.Tensor, grad_c: torch.Tensor) -> torch.Tensor:
-    """Gradient w.r.t. the logits of c = softmax over dim 0, given the gradient w.r.t. c."""
-    return c * (grad_c - (grad_c * c).sum(dim=0, keepdim=True))
+def _softmax_backward(c: torch.Tensor, grad_c: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """Gradient w.r.t. the logits of c = softmax over ``dim``, given the gradient w.r.t. c:
+    ``c ⊙ (g − ⟨g, c⟩)``, the softmax Jacobian c_j(δ_jk − c_k) applied without forming it."""
+    return c * (grad_c - (grad_c * c).sum(dim=dim, keepdim=True))
 
 
 def _weighted(weights_j: torch.Tensor, ut: torch.Tensor) -> torch.Tensor:

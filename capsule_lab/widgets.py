@@ -52,6 +52,15 @@ __all__ = [
 SABOUR_PERTURBATIONS = tuple(round(0.05 * k, 2) for k in range(-5, 6))
 
 
+def _show(output: widgets.Output, fig):
+    """Show ``fig`` in ``output`` in place of what was there; return it."""
+    plt.close(fig)  # shown through the Output widget only, never twice by the inline backend
+    with output:
+        output.clear_output(wait=True)
+        display(fig)
+    return fig
+
+
 def toy_votes() -> torch.Tensor:
     """The chapter's 2-D toy: 5 input capsules voting for 2 output capsules, shape ``(1, 5, 2, 2)``.
 
@@ -118,11 +127,16 @@ def routing_explorer_figure(votes=None, iterations: int = 3, scale: float = 1.0)
 
     Chapter 02.
     """
-    votes = _toy(votes)
+    return _routing_state(_toy(votes), iterations, scale)[0]
+
+
+def _routing_state(votes: torch.Tensor, iterations: int, scale: float):
+    """(figure, routing result) of the routing explorer's state."""
     result = scaled_routing(votes, iterations, scale)
-    return viz.plot_routing_state(votes[0], result.couplings[0], result.poses[0],
-                                  title=f"r = {iterations} iteration{'s' * (iterations != 1)}, "
-                                        f"agreement scale λ = {scale:g}")
+    fig = viz.plot_routing_state(votes[0], result.couplings[0], result.poses[0],
+                                 title=f"r = {iterations} iteration{'s' * (iterations != 1)}, "
+                                       f"agreement scale λ = {scale:g}")
+    return fig, result
 
 
 class RoutingExplorer(widgets.VBox):
@@ -147,14 +161,8 @@ class RoutingExplorer(widgets.VBox):
         self._redraw()
 
     def _redraw(self, change=None) -> None:
-        r, lam = int(self.iterations.value), float(self.scale.value)
-        self.result = scaled_routing(self.votes, r, lam)
-        fig = routing_explorer_figure(self.votes, r, lam)
-        plt.close(fig)  # shown through the Output widget only, never twice by the inline backend
-        self.figure = fig
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(fig)
+        fig, self.result = _routing_state(self.votes, int(self.iterations.value), float(self.scale.value))
+        self.figure = _show(self.output, fig)
 
 
 def routing_explorer(votes=None) -> RoutingExplorer:
@@ -293,11 +301,7 @@ class PoseExplorer(widgets.VBox):
             ax.set_title(name, fontsize=9)
             ax.set_xticks([])
             ax.set_yticks([])
-        plt.close(fig)
-        self.figure = fig
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(fig)
+        self.figure = _show(self.output, fig)
 
 
 def pose_explorer(model, image: torch.Tensor) -> PoseExplorer:
@@ -341,24 +345,29 @@ def polarised_gradient_terms(iterations: int = 3, polarisation: float = 0.0, see
         raise ValueError(f"polarisation must be a finite number, got {polarisation!r}")
     votes, assignment = gradient_toy(seed)
     prior = polarisation * assignment
-    poses = dynamic_routing(votes, iterations, prior).poses.detach().requires_grad_(True)
+    routed = dynamic_routing(votes, iterations, prior)
+    poses = routed.poses.detach().requires_grad_(True)
     (grad_poses,) = torch.autograd.grad(margin_loss(poses.norm(dim=-1), torch.tensor([0])), poses)
-    grad = vote_gradient(votes, grad_poses, iterations, prior)
-    couplings = dynamic_routing(votes, iterations, prior).couplings[0]
-    return couplings, grad
+    return routed.couplings[0], vote_gradient(votes, grad_poses, iterations, prior)
 
 
-def gradient_terms_figure(iterations: int = 3, polarisation: float = 0.0):
-    """The gradient-terms explorer's picture: couplings and per-input norms of the two terms. Chapter 03."""
+def _gradient_terms_state(iterations: int, polarisation: float):
+    """(figure, gradient_terms summary) of the explorer's state."""
     from .gradient_figures import plot_gradient_terms
     from .gradients import gradient_terms
 
     couplings, grad = polarised_gradient_terms(iterations, polarisation)
     summary = gradient_terms(grad)
-    return plot_gradient_terms(couplings, grad.term1[0].flatten(1).norm(dim=1), grad.term2[0].flatten(1).norm(dim=1),
-                               title=f"r = {iterations}, polarisation {polarisation:g}: "
-                                     f"‖term 2‖/‖term 1‖ = {summary['ratio']:.3f}, cos(total, term 1) = "
-                                     f"{summary['cosine']:.3f}")
+    fig = plot_gradient_terms(couplings, grad.term1[0].flatten(1).norm(dim=1), grad.term2[0].flatten(1).norm(dim=1),
+                              title=f"r = {iterations}, polarisation {polarisation:g}: "
+                                    f"‖term 2‖/‖term 1‖ = {summary['ratio']:.3f}, cos(total, term 1) = "
+                                    f"{summary['cosine']:.3f}")
+    return fig, summary
+
+
+def gradient_terms_figure(iterations: int = 3, polarisation: float = 0.0):
+    """The gradient-terms explorer's picture: couplings and per-input norms of the two terms. Chapter 03."""
+    return _gradient_terms_state(iterations, polarisation)[0]
 
 
 class GradientTermsExplorer(widgets.VBox):
@@ -379,16 +388,8 @@ class GradientTermsExplorer(widgets.VBox):
         self._redraw()
 
     def _redraw(self, change=None) -> None:
-        from .gradients import gradient_terms
-
-        r, p = int(self.iterations.value), float(self.polarisation.value)
-        self.summary = gradient_terms(polarised_gradient_terms(r, p)[1])
-        fig = gradient_terms_figure(r, p)
-        plt.close(fig)
-        self.figure = fig
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(fig)
+        fig, self.summary = _gradient_terms_state(int(self.iterations.value), float(self.polarisation.value))
+        self.figure = _show(self.output, fig)
 
 
 def gradient_terms_explorer() -> GradientTermsExplorer:

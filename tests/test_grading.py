@@ -308,23 +308,22 @@ def test_grade_notebook_rejects_bad_input(tmp_path):
 
 # ---------------------------------------------------------------- grading notebooks (kernels)
 
-@pytest.fixture(scope="session")
-def solution_reports(tmp_path_factory):
-    """Grade both master notebooks once (via grade(), so the CSV is written too); fingerprints around it."""
-    out = tmp_path_factory.mktemp("solution-reports")
-    paths = [SOLUTIONS / n for n in NOTEBOOKS]
+def _grade_all(folder: Path, out: Path) -> dict:
+    """Grade every notebook of ``folder`` once (via grade(), so the CSV is written too); fingerprints around it."""
+    paths = [folder / n for n in NOTEBOOKS]
     before = [fingerprint(p) for p in paths]
     reports = grade(paths, out_dir=out, timeout=120)
     return {"reports": reports, "out": out, "before": before, "after": [fingerprint(p) for p in paths]}
+
+
+@pytest.fixture(scope="session")
+def solution_reports(tmp_path_factory):
+    return _grade_all(SOLUTIONS, tmp_path_factory.mktemp("solution-reports"))
 
 
 @pytest.fixture(scope="session")
 def exercise_reports(tmp_path_factory):
-    out = tmp_path_factory.mktemp("exercise-reports")
-    paths = [EXERCISES / n for n in NOTEBOOKS]
-    before = [fingerprint(p) for p in paths]
-    reports = grade(paths, out_dir=out, timeout=120)
-    return {"reports": reports, "out": out, "before": before, "after": [fingerprint(p) for p in paths]}
+    return _grade_all(EXERCISES, tmp_path_factory.mktemp("exercise-reports"))
 
 
 @pytest.fixture(scope="session")
