@@ -31,8 +31,17 @@ FASHION_DEB_DIR := /usr/share/datasets/fashion-mnist
 
 # Deterministic, CPU-sized runs for tests and for re-executing the committed notebooks.
 # Kernels run with the notebook's folder as cwd, so the data root is passed as an absolute path.
-RUN_ENV := CAPSULE_LAB_PROFILE=quick CAPSULE_LAB_DATA=$(abspath $(DATA_DIR)) \
-           OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONHASHSEED=0
+RUN_ENV := CAPSULE_LAB_PROFILE=quick CAPSULE_LAB_DATA=$(abspath $(DATA_DIR)) PYTHONHASHSEED=0
+# Unit tests: two xdist workers of one thread each.
+UNIT_ENV := $(RUN_ENV) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# Notebooks: one at a time, with the thread count the quick profile is timed for (setup() reads
+# OMP_NUM_THREADS) and the CPU kernels torch picks for this processor, unless NB_KERNELS restricts them.
+NB_THREADS ?= 2
+NB_KERNELS ?=
+NB_ENV = $(RUN_ENV) OMP_NUM_THREADS=$(NB_THREADS) MKL_NUM_THREADS=$(NB_THREADS) $(NB_KERNELS)
+# AVX2-only kernels in ATen, oneDNN and MKL: other code paths and summation orders than AVX-512 machines
+# take, so a notebook passing with and without them shows its tolerance bands cover a change of processor.
+AVX2_KERNELS := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
 
 # The torch stamp's name carries a hash of TORCH_SPEC, so a new spec re-runs the torch install.
 TORCH_SPEC_HASH := $(shell printf '%s' '$(TORCH_SPEC)' | cksum | cut -d' ' -f1)
@@ -43,7 +52,15 @@ DATA_STAMP  := $(DATA_DIR)/.stamp-capsule-lab-data
 NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb solutions/*.ipynb))
 # Notebooks run one at a time: a chapter's kernel trains with 2 threads, and two such kernels on a 2-core
 # machine oversubscribe it (measured: all notebooks took 8 m 48 s under `-n 2`, 2 m 56 s one at a time).
-NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=900 \
+# Time limits, so that a stall fails loudly instead of eating CI's 90 minutes: a cell that hangs is interrupted
+# after CELL_TIMEOUT seconds (the slowest cell, chapter 03's training, takes ~40 s); a notebook's remaining cells
+# fail once it has run NOTEBOOK_TIME_LIMIT seconds (the slowest notebook takes ~60 s); a whole pass is
+# interrupted after NOTEBOOK_PASS_LIMIT seconds, and pytest still prints what ran.
+CELL_TIMEOUT        ?= 300
+NOTEBOOK_TIME_LIMIT ?= 600
+NOTEBOOK_PASS_LIMIT ?= 1800
+NBVAL_ARGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+              --nbval-cell-timeout=$(CELL_TIMEOUT) -p tests.nbval_time_limit --notebook-time-limit=$(NOTEBOOK_TIME_LIMIT) \
               -p no:cacheprovider
 JB_BUILD := $(VENV)/bin/jupyter-book build . -W -n --keep-going
 
@@ -54,11 +71,13 @@ if [ -z "$$(find .make/apt-updated -mmin -720 2>/dev/null)" ]; then \
   DEBIAN_FRONTEND=noninteractive apt-get update && touch .make/apt-updated; fi
 endef
 
-.PHONY: help setup data chromium widgets-js book test test-unit test-notebooks notebooks clean distclean
+.PHONY: help setup data chromium widgets-js book test test-unit test-notebooks test-portable notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv and build the book into _build/html"
-	@echo "make test        set up, fetch data, run unit + notebook (nbval) + book/browser tests"
+	@echo "make test        set up, fetch data, run unit + notebook (nbval) + book/browser tests; the notebooks"
+	@echo "                 run twice: with this CPU's kernels and 2 threads, then AVX2-only kernels and 1 thread"
+	@echo "make test-portable  the notebooks with AVX2-only kernels, with 1 thread, and with both"
 	@echo "make setup       create .venv and install capsule-lab[book,test] (TORCH_SPEC='$(TORCH_SPEC)')"
 	@echo "make data        fetch the offline datasets into $(DATA_DIR)/"
 	@echo "make notebooks   re-execute chapters/ and solutions/ (quick profile), regenerate exercises/"
@@ -140,26 +159,43 @@ book: $(SETUP_STAMP) $(VENDOR_FILES)
 	@echo "book: _build/html/index.html"
 
 # ---------------------------------------------------------------- tests
-# 1. unit, property, grading and book/browser tests (tests/); 2. nbval on chapters/ and solutions/.
-# Both stages always run (so one failure does not hide the other); the exit code is the first failure.
+# 1. unit, property, grading and book/browser tests (tests/); 2. nbval on chapters/ and solutions/, once with
+# this processor's kernels and 2 threads, once with AVX2-only kernels and 1 thread: exact outputs must match
+# digit for digit both times, numbers from training must stay within their bands (CONTRIBUTING.md).
+# All stages always run (so one failure does not hide another); the exit code is the first failure.
 test: $(SETUP_STAMP) data chromium $(VENDOR_FILES)
 	@status=0; \
 	$(MAKE) --no-print-directory test-unit || status=$$?; \
 	$(MAKE) --no-print-directory test-notebooks || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
+	echo "== the notebooks again, with AVX2-only CPU kernels and 1 thread"; \
+	$(MAKE) --no-print-directory test-notebooks NB_KERNELS="$(AVX2_KERNELS)" NB_THREADS=1 \
+	  || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
 	exit $$status
 
 test-unit: $(SETUP_STAMP)
-	$(RUN_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider
+	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider
 
 test-notebooks: $(SETUP_STAMP)
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
-	$(RUN_ENV) $(PY) -m pytest $(NBVAL_ARGS) $(NOTEBOOKS)
+	$(NB_ENV) timeout -s INT -k 60 $(NOTEBOOK_PASS_LIMIT) $(PY) -m pytest $(NBVAL_ARGS) $(NOTEBOOKS)
+
+# The notebooks under each change of CPU kernels and thread count on its own, then both together.
+test-portable: $(SETUP_STAMP) data
+	@status=0; \
+	echo "== notebooks with AVX2-only CPU kernels and 2 threads"; \
+	$(MAKE) --no-print-directory test-notebooks NB_KERNELS="$(AVX2_KERNELS)" NB_THREADS=2 || status=1; \
+	echo "== notebooks with this CPU's kernels and 1 thread"; \
+	$(MAKE) --no-print-directory test-notebooks NB_THREADS=1 || status=1; \
+	echo "== notebooks with AVX2-only CPU kernels and 1 thread"; \
+	$(MAKE) --no-print-directory test-notebooks NB_KERNELS="$(AVX2_KERNELS)" NB_THREADS=1 || status=1; \
+	exit $$status
 
 # ---------------------------------------------------------------- notebooks
 notebooks: $(SETUP_STAMP) data
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
-	printf '%s\n' $(NOTEBOOKS) | $(RUN_ENV) xargs -P 1 -I{} $(VENV)/bin/jupyter nbconvert \
-	  --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False {}
+	printf '%s\n' $(NOTEBOOKS) | $(NB_ENV) xargs -P 1 -I{} $(VENV)/bin/jupyter nbconvert \
+	  --to notebook --execute --inplace --ExecutePreprocessor.timeout=$(CELL_TIMEOUT) \
+	  --ExecutePreprocessor.record_timing=False {}
 	$(VENV)/bin/capsule-lab assign
 
 # ---------------------------------------------------------------- clean

@@ -19,7 +19,7 @@ import torch
 
 from .models import CapsNetConfig
 
-__all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "seed_everything", "setup"]
+__all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup"]
 
 
 @dataclass(frozen=True)
@@ -85,11 +85,32 @@ def seed_everything(seed: int = 0, deterministic: bool = True) -> None:
         torch.backends.cudnn.benchmark = False
 
 
+def cpu_threads(threads: int | None = None) -> int:
+    """CPU threads for a chapter: ``threads``, else ``$OMP_NUM_THREADS``, else 2 (or fewer cores). Chapter 01.
+
+    Two threads is the size the quick profile is timed for; the environment variable lets the tests run a
+    chapter with another thread count (a different summation order) to check its tolerance bands.
+    """
+    if threads is None and os.environ.get("OMP_NUM_THREADS", "").strip():
+        value = os.environ["OMP_NUM_THREADS"].strip()
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"OMP_NUM_THREADS must be a positive integer, got {value!r}")
+        threads = int(value)
+    if threads is None:
+        threads = min(2, os.cpu_count() or 1)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    return threads
+
+
 def setup(seed: int = 0, profile: str | None = None, threads: int | None = None, verbose: bool = True) -> Profile:
-    """A chapter's setup: pick the profile and device, seed everything, print what was chosen. Chapter 01."""
+    """A chapter's setup: pick the profile and device, seed everything, print what was chosen. Chapter 01.
+
+    On a CPU, torch uses :func:`cpu_threads` threads.
+    """
     prof = get_profile(profile)
     if prof.device == "cpu":
-        torch.set_num_threads(threads or min(2, os.cpu_count() or 1))
+        torch.set_num_threads(cpu_threads(threads))
     seed_everything(seed)
     if verbose:
         print(prof.describe())

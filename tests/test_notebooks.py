@@ -84,13 +84,39 @@ def test_every_chapter_and_exercise_is_in_the_table_of_contents():
         assert f"file: {rel(path)[:-len('.ipynb')]}" in toc, f"{rel(path)} missing from _toc.yml"
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=rel)
+def code_cells(path: Path):
+    return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+def shows_widget(cell) -> bool:
+    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
+
+
+@pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=rel)
+def test_test_markers_are_cell_tags_not_comments(path):
+    """nbval's markers are tags (invisible in the book), never `# NBVAL_...` comments in the code."""
+    for cell in code_cells(path):
+        markers = [line for line in cell.source.splitlines() if line.strip().startswith("# NBVAL_")]
+        assert not markers, f"use the cell tag, not {markers[0].strip()!r}: {cell.source[:80]!r}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=rel)
 def test_unstable_widget_cells_are_ignored_by_nbval(path):
-    """A widget's output holds a fresh model id on every run: its cell must carry NBVAL_IGNORE_OUTPUT."""
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        if cell.cell_type != "code":
+    """A widget's output holds a fresh model id on every run: its cell must carry the tag nbval-ignore-output."""
+    for cell in code_cells(path):
+        if shows_widget(cell):
+            assert "nbval-ignore-output" in cell.metadata.get("tags", []), cell.source[:80]
+
+
+@pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=rel)
+def test_every_output_nbval_ignores_is_checked_another_way(path):
+    """An ignored output is a number checked within its band (expect), a widget, or a timing (CONTRIBUTING.md)."""
+    for cell in code_cells(path):
+        tags = cell.metadata.get("tags", [])
+        if "nbval-ignore-output" not in tags:
             continue
-        widget_output = any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
-        if widget_output:
-            assert "NBVAL_IGNORE_OUTPUT" in cell.source, cell.source[:80]
+        checked = re.search(r"\bexpect(_each)?\(", cell.source)
+        assert checked or shows_widget(cell) or "timing" in tags, (
+            "a cell whose output nbval ignores must check its numbers with expect(...) or expect_each(...), "
+            "show a widget, "
+            f"or be tagged 'timing': {cell.source[:80]!r}")

@@ -7,6 +7,7 @@ Training is tested on tiny synthetic problems and tiny models so the whole file 
 from __future__ import annotations
 
 import copy
+import os
 import random
 
 import numpy as np
@@ -18,7 +19,7 @@ from torch.utils.data import Dataset, TensorDataset
 from capsule_lab.capsules import squash
 from capsule_lab.layers import CapsuleLayer
 from capsule_lab.models import CapsNetConfig, CapsNetOutput
-from capsule_lab.profiles import PROFILES, get_profile, profile_name, setup
+from capsule_lab.profiles import PROFILES, cpu_threads, get_profile, profile_name, setup
 from capsule_lab.training import (
     History, batches, evaluate, fit, fit_profile, load_checkpoint, save_checkpoint,
 )
@@ -87,6 +88,28 @@ def test_setup_seeds_everything(restore_torch_globals, capsys):
     assert torch.are_deterministic_algorithms_enabled()
     setup(seed=4, profile="quick", verbose=False)
     assert not torch.equal(torch.rand(4), a[0])
+
+
+def test_cpu_threads_explicit_then_environment_then_two(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert cpu_threads() == min(2, os.cpu_count() or 1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert cpu_threads() == 1
+    assert cpu_threads(3) == 3                                  # an explicit argument wins
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("OMP_NUM_THREADS", bad)
+        with pytest.raises(ValueError, match="OMP_NUM_THREADS must be a positive integer"):
+            cpu_threads()
+    with pytest.raises(ValueError, match="threads must be a positive integer"):
+        cpu_threads(0)
+
+
+def test_setup_uses_the_thread_count_from_the_environment(restore_torch_globals, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    setup(profile="quick", verbose=False)
+    assert torch.get_num_threads() == 1
+    setup(profile="quick", threads=2, verbose=False)
+    assert torch.get_num_threads() == 2
 
 
 # ----------------------------------------------------------------------------------- tiny models, data
