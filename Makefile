@@ -71,7 +71,7 @@ if [ -z "$$(find .make/apt-updated -mmin -720 2>/dev/null)" ]; then \
   DEBIAN_FRONTEND=noninteractive apt-get update && touch .make/apt-updated; fi
 endef
 
-.PHONY: help setup data chromium widgets-js book test test-unit test-notebooks test-portable notebooks clean distclean
+.PHONY: help setup data chromium widgets-js book sync-url test test-unit test-notebooks test-portable notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv and build the book into _build/html"
@@ -82,6 +82,8 @@ help:
 	@echo "make data        fetch the offline datasets into $(DATA_DIR)/"
 	@echo "make notebooks   re-execute chapters/ and solutions/ (quick profile), regenerate exercises/"
 	@echo "make widgets-js  refresh the vendored widget/MathJax JavaScript in $(VENDOR_DIR)/"
+	@echo "make sync-url    write _config.yml's repository URL into the notebooks, README and book pages"
+	@echo "                 (SYNC_PATHS='chapters book' limits it; SYNC_ARGS=--check only reports)"
 	@echo "make clean       remove build and test caches (keeps .venv and data)"
 
 # ---------------------------------------------------------------- setup
@@ -157,6 +159,14 @@ $(VENDOR_FILES) &:
 book: $(SETUP_STAMP) $(VENDOR_FILES)
 	$(JB_BUILD)
 	@echo "book: _build/html/index.html"
+
+# ---------------------------------------------------------------- repository URL
+# The repository URL is set once, in _config.yml (repository.url, repository.branch); this writes it into
+# the Colab install lines and Colab links of the notebooks, README.md and book/ (SYNC_PATHS: some of them).
+SYNC_PATHS ?=
+SYNC_ARGS  ?=
+sync-url: $(SETUP_STAMP)
+	$(PY) scripts/sync_repository_url.py $(SYNC_ARGS) $(SYNC_PATHS)
 
 # ---------------------------------------------------------------- tests
 # 1. unit, property, grading and book/browser tests (tests/); 2. nbval on chapters/ and solutions/, once with
