@@ -1,14 +1,23 @@
-"""The book builds without warnings and its pages work in a real browser, offline.
+"""The book builds without warnings and every page works and reads well in a real browser, offline.
 
 1. `jupyter-book build . -W -n --keep-going --all` from the repository root must succeed and print no
    warning (`--all` so that pages unchanged since an earlier build are checked too).
 2. Every page listed in `_toc.yml` is opened in headless Debian Chromium (Playwright, served from
-   127.0.0.1): no console errors, no uncaught exceptions, every image loads, math is typeset by the
-   vendored MathJax, stored ipywidgets render with the vendored widget JS, and no script, style sheet,
-   font or data request leaves the local server (no CDN).
+   127.0.0.1) at desktop width (1280 × 900) and phone width (390 × 844), and must:
+   - make no request that fails or leaves the local server (no CDN, no remote image), log no console error
+     and throw no uncaught exception; every image loads;
+   - have its math typeset by the vendored MathJax without TeX errors; at desktop width no display
+     equation is wider than the text column (split it over aligned lines), and at any width an equation,
+     code block, output or table wider than its box sits in a scroll box whose scroll bar is drawn
+     (not an overlay that shows nothing);
+   - show no test marker (`NBVAL_...`, `nbval-...`): cells are tagged, never commented;
+   - have widgets that respond to their controls or none (the book shows a note and the static figure);
+   - open its navigation with the header button and reach another chapter through a link in it (both
+     widths), and at phone width open the page's contents with its header button.
+   A full-page screenshot of every page at both widths is saved under `_build/screenshots/` (a build
+   artifact for a person to look at; CAPSULE_LAB_SCREENSHOTS=<dir> saves them elsewhere).
 
 Run with `pytest -m book` (part of `make test`). Needs /usr/bin/chromium (`make chromium`).
-Set CAPSULE_LAB_SCREENSHOTS=<dir> to save a full-page screenshot of every page.
 """
 
 from __future__ import annotations
@@ -30,16 +39,23 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_HTML = ROOT / "_build" / "html"
+SCREENSHOTS = Path(os.environ.get("CAPSULE_LAB_SCREENSHOTS", ROOT / "_build" / "screenshots"))
 CHROMIUM = Path(os.environ.get("CAPSULE_LAB_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-# External images a page may show when online; they are blocked here and not required to load.
-# (The "Open in Colab" badge in each notebook's first cell is the standard remote SVG.)
-ALLOWED_EXTERNAL_IMAGES = ("https://colab.research.google.com/assets/colab-badge.svg",)
-WIDGET_VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]'
+# Desktop: a 1280 × 900 window. Phone: 390 × 844 emulated as a touch device, which also gives overlay scroll
+# bars (drawn only while scrolling) as on phones and macOS, so an undrawn scroll bar shows as 0 px.
+VIEWPORTS = {
+    "desktop": {"viewport": {"width": 1280, "height": 900}},
+    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True,
+              "device_scale_factor": 2},
+}
+TEST_MARKER = re.compile(r"NBVAL_[A-Z_]+|nbval-[a-z-]+")
+# Widget controls as the vendored html-manager draws them.
+WIDGET_CONTROLS = ".jupyter-widgets .noUi-handle, .jupyter-widgets input, .jupyter-widgets select, .jupyter-widgets button"
 
 pytestmark = [pytest.mark.book, pytest.mark.slow, pytest.mark.xdist_group("book")]
 
@@ -118,7 +134,9 @@ def browser():
         pytest.skip(message)
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        # Playwright hides scroll bars by default; the layout checks need them as a reader gets them.
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True,
+                                    ignore_default_args=["--hide-scrollbars"])
         yield browser
         browser.close()
 
@@ -140,75 +158,241 @@ def _is_local(url: str) -> bool:
     return parsed.hostname in LOCAL_HOSTS
 
 
+# Elements wider than their box: for each equation, code block, output, table and image in the article,
+# its nearest scroll box (itself or an ancestor with overflow-x auto/scroll). Wider content must be in one
+# whose scroll bar takes room (is drawn); without one, it must end inside the article column.
+_OVERFLOW_JS = r"""
+() => {
+  const article = document.querySelector('main article') || document.querySelector('article');
+  if (!article) return {problems: ['no <article> element'], equations: []};
+  const right = article.getBoundingClientRect().right;
+  const describe = el => {
+    const text = (el.textContent || el.getAttribute('src') || '').replace(/\s+/g, ' ').trim();
+    return el.tagName.toLowerCase() + ' "' + text.slice(0, 60) + '"';
+  };
+  const scrollBox = el => {
+    for (let e = el; e && e !== article; e = e.parentElement) {
+      const o = getComputedStyle(e).overflowX;
+      if (o === 'auto' || o === 'scroll') return e;
+    }
+    return null;
+  };
+  const problems = [];
+  const equations = [];
+  const selector = 'mjx-container[display="true"], pre, table, img';
+  for (const el of article.querySelectorAll(selector)) {
+    const rect = el.getBoundingClientRect();
+    if (rect.width === 0 && rect.height === 0) continue;           // not displayed
+    if (el.tagName === 'MJX-CONTAINER') {
+      const box = el.parentElement.getBoundingClientRect();
+      const eqno = el.parentElement.querySelector('.eqno');
+      equations.push({label: eqno ? eqno.textContent.replace('#', '').trim() : describe(el),
+                      content: el.scrollWidth, box: Math.round(box.width), fits: el.scrollWidth <= el.clientWidth + 1});
+    }
+    const box = scrollBox(el);
+    if (box) {
+      if (box.scrollWidth > box.clientWidth + 1) {
+        const cs = getComputedStyle(box);
+        const bar = box.offsetHeight - box.clientHeight
+                    - parseFloat(cs.borderTopWidth) - parseFloat(cs.borderBottomWidth);
+        if (bar < 4) problems.push(describe(el) + ': scrolls sideways without a visible scroll bar');
+      }
+    } else if (rect.left + el.scrollWidth > right + 1 || rect.right > right + 1) {
+      problems.push(describe(el) + ': ' + Math.round(rect.left + el.scrollWidth - right)
+                    + ' px wider than the column and not in a scroll box');
+    }
+  }
+  return {problems, equations};
+}
+"""
+
+# The primary sidebar (site navigation): shown when it lies in the viewport and is visible.
+_SIDEBAR_SHOWN_JS = r"""
+selector => {
+  const s = document.querySelector(selector);
+  if (!s) return false;
+  const r = s.getBoundingClientRect();
+  const cs = getComputedStyle(s);
+  return cs.visibility !== 'hidden' && cs.display !== 'none' && r.width > 50 && r.right > 50
+         && r.left < window.innerWidth - 50;
+}
+"""
+
+
+def _wait_for_state(page, selector: str, shown: bool) -> bool:
+    try:
+        page.wait_for_function(f"s => ({_SIDEBAR_SHOWN_JS})(s) === {str(shown).lower()}",
+                               arg=selector, timeout=3_000)
+        return True
+    except Exception:
+        return False
+
+
+def _check_navigation(page, width: str, page_name: str) -> list[str]:
+    """The header button opens the site navigation, and a link in it leads to another page."""
+    problems: list[str] = []
+    sidebar = ".bd-sidebar-primary"
+    toggle = page.locator("button.primary-toggle:visible, label.primary-toggle:visible").first
+    if not toggle.count():
+        return ["no visible button opens the navigation"]
+    if width == "desktop":
+        # Shown beside the page; the button hides it and shows it again.
+        if not _wait_for_state(page, sidebar, True):
+            problems.append("the navigation is not shown at desktop width")
+        toggle.click()
+        if not _wait_for_state(page, sidebar, False):
+            problems.append("the navigation button does not hide the navigation")
+        toggle.click()
+    else:
+        if not _wait_for_state(page, sidebar, False):
+            problems.append("the navigation covers the page at phone width before it is opened")
+        toggle.click()
+    if not _wait_for_state(page, sidebar, True):
+        return problems + [f"the navigation button does not open the navigation ({width})"]
+    # A link to another chapter (any other page of the book), clicked like a reader would.
+    links = page.locator(f"{sidebar} nav a.reference.internal[href$='.html']:visible")
+    hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
+    others = [i for i, href in enumerate(hrefs)
+              if not href.startswith("#") and not href.split("#")[0].endswith(page_name.split("/")[-1] + ".html")]
+    if not others:
+        return problems + ["the navigation lists no other page"]
+    link = links.nth(others[0])
+    target = urllib.parse.urljoin(page.url, hrefs[others[0]]).split("#")[0]
+    link.click()
+    try:
+        page.wait_for_url(target, timeout=10_000)
+        page.wait_for_load_state("load")
+    except Exception:
+        problems.append(f"clicking {hrefs[others[0]]!r} in the navigation did not open it ({width})")
+    return problems
+
+
+def _check_contents_button(page) -> list[str]:
+    """At phone width the header button for the page's contents opens them (pages with contents)."""
+    button = page.locator("button.secondary-toggle:visible, label.secondary-toggle:visible").first
+    if not button.count():
+        return []
+    button.click()
+    if not _wait_for_state(page, ".bd-sidebar-secondary", True):
+        return ["the page-contents button does not open the page's contents (phone)"]
+    page.keyboard.press("Escape")
+    page.mouse.click(5, 400)  # close the drawer again by clicking the overlay
+    return []
+
+
+def _check_widgets(page) -> list[str]:
+    """Every widget control present changes what the widget shows (none present is fine)."""
+    problems: list[str] = []
+    widgets = page.locator(".cell_output .jupyter-widgets.widget-container, .cell_output .widget-vbox")
+    controls = page.locator(WIDGET_CONTROLS)
+    if not controls.count():
+        return problems
+    for i in range(widgets.count()):
+        widget = widgets.nth(i)
+        handles = widget.locator(".noUi-handle, input[type=range]")
+        if not handles.count():
+            continue
+        before = widget.inner_html()
+        handles.first.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(800)
+        if widget.inner_html() == before:
+            problems.append(f"widget {i}: moving its slider changes nothing (no kernel in the static book)")
+    return problems
+
+
+@pytest.fixture(scope="module", params=list(VIEWPORTS))
+def context(request, browser):
+    context = browser.new_context(**VIEWPORTS[request.param], service_workers="block")
+    context.width_name = request.param
+    yield context
+    context.close()
+
+
 @pytest.mark.parametrize("page_name", PAGES)
-def test_page_renders_offline(browser, server: str, page_name: str):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+def test_page_works_in_browser(context, server: str, page_name: str):
+    width = context.width_name
     page = context.new_page()
     console_errors: list[str] = []
     page_errors: list[str] = []
     external: list[str] = []
+    failed: list[str] = []
+    problems: list[str] = []
+    navigating = {"done": False}
 
     def on_console(msg):
-        if msg.type == "error":
-            where = (msg.location or {}).get("url", "")
-            if where in ALLOWED_EXTERNAL_IMAGES:
-                return  # the blocked badge reports "Failed to load resource"
-            console_errors.append(f"{msg.text} @ {where}")
+        if msg.type == "error" and not navigating["done"]:
+            console_errors.append(f"{msg.text} @ {(msg.location or {}).get('url', '')}")
+
+    def on_response(response):
+        if response.status >= 400 and not navigating["done"]:
+            failed.append(f"{response.status} {response.url}")
+
+    def on_failed(request):
+        if _is_local(request.url) and not navigating["done"]:
+            failed.append(f"{request.failure} {request.url}")
 
     def route(r):
-        url = r.request.url
-        if _is_local(url):
+        if _is_local(r.request.url):
             r.continue_()
             return
-        if not (r.request.resource_type == "image" and url in ALLOWED_EXTERNAL_IMAGES):
-            external.append(f"{r.request.resource_type}: {url}")
+        external.append(f"{r.request.resource_type}: {r.request.url}")
         r.abort()
 
     page.on("console", on_console)
     page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+    page.on("response", on_response)
+    page.on("requestfailed", on_failed)
     page.route("**/*", route)
     try:
         page.goto(f"{server}/{page_name}.html", wait_until="load", timeout=60_000)
 
-        # Images: force lazy ones to load, then every local image must have decoded pixels.
+        # Images: force lazy ones to load, then every image must have decoded pixels.
         page.evaluate("() => document.querySelectorAll('img').forEach(i => { i.loading = 'eager'; })")
-        page.wait_for_function(
-            "() => Array.from(document.images).every(i => i.complete)", timeout=30_000)
+        page.wait_for_function("() => Array.from(document.images).every(i => i.complete)", timeout=30_000)
         broken = page.evaluate(
-            """allowed => Array.from(document.images)
-                   .filter(i => !allowed.includes(i.src) && !(i.complete && i.naturalWidth > 0))
-                   .map(i => i.src)""",
-            list(ALLOWED_EXTERNAL_IMAGES))
-        assert not broken, f"{page_name}: images that did not load: {broken}"
+            "() => Array.from(document.images).filter(i => !(i.naturalWidth > 0)).map(i => i.src)")
+        problems += [f"image did not load: {src}" for src in broken]
+        if not page.locator("link[rel~='icon']").count():
+            problems.append("no favicon link (browsers then ask for /favicon.ico)")
 
         # Math: typeset by the vendored MathJax, without TeX errors.
         if page.locator(".math").count():
             page.wait_for_function(
                 "() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
             page.evaluate("() => MathJax.startup.promise")
-            assert page.locator("mjx-container").count() > 0, f"{page_name}: math was not typeset"
-            assert page.locator("mjx-merror").count() == 0, f"{page_name}: MathJax reported a TeX error"
+            if not page.locator("mjx-container").count():
+                problems.append("math was not typeset")
+            if page.locator("mjx-merror").count():
+                problems.append("MathJax reported a TeX error")
 
-        # Widgets: each stored view is rendered by the html-manager.
-        views = page.locator(WIDGET_VIEW).count()
-        if views:
-            rendered_js = (f"() => Array.from(document.querySelectorAll('{WIDGET_VIEW}'))"
-                           ".filter(s => s.parentElement.querySelector('.jupyter-widgets')).length")
-            try:
-                page.wait_for_function(f"n => ({rendered_js})() === n", arg=views, timeout=30_000)
-            except Exception:
-                pass  # reported by the assertion below
-            rendered = page.evaluate(rendered_js)
-            assert rendered == views, f"{page_name}: {views - rendered} of {views} widget views did not render"
+        page.wait_for_timeout(300)  # late layout (fonts, widgets) and console messages
+        layout = page.evaluate(_OVERFLOW_JS)
+        problems += layout["problems"]
+        page_width = page.evaluate("() => document.documentElement.scrollWidth")
+        if page_width > VIEWPORTS[width]["viewport"]["width"] + 1:
+            problems.append(f"the page is {page_width} px wide, wider than the window: something does not wrap")
+        if width == "desktop":
+            problems += [f"equation {eq['label']} is {eq['content']} px wide, the column {eq['box']} px: split it"
+                         for eq in layout["equations"] if not eq["fits"]]
 
-        page.wait_for_timeout(300)  # let late console messages arrive
-        shots = os.environ.get("CAPSULE_LAB_SCREENSHOTS")
-        if shots:
-            Path(shots).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(shots) / f"{page_name.replace('/', '__')}.png"), full_page=True)
+        text = page.evaluate("() => document.body.innerText")
+        problems += [f"test marker visible: {m!r}" for m in sorted(set(TEST_MARKER.findall(text)))]
+        problems += _check_widgets(page)
+
+        folder = SCREENSHOTS / width
+        folder.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(folder / f"{page_name.replace('/', '__')}.png"), full_page=True)
+
+        if width == "phone":
+            problems += _check_contents_button(page)
+        navigating["done"] = True  # what the next page does is that page's test
+        problems += _check_navigation(page, width, page_name)
     finally:
-        context.close()
+        page.close()
 
-    assert not external, f"{page_name}: requests left the local server: {external}"
-    assert not page_errors, f"{page_name}: uncaught JavaScript errors: {page_errors}"
-    assert not console_errors, f"{page_name}: console errors: {console_errors}"
+    assert not external, f"{page_name} ({width}): requests left the local server: {external}"
+    assert not failed, f"{page_name} ({width}): failed requests: {failed}"
+    assert not page_errors, f"{page_name} ({width}): uncaught JavaScript errors: {page_errors}"
+    assert not console_errors, f"{page_name} ({width}): console errors: {console_errors}"
+    assert not problems, f"{page_name} ({width}):\n  " + "\n  ".join(problems)
