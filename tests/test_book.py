@@ -50,8 +50,7 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 # bars (drawn only while scrolling) as on phones and macOS, so an undrawn scroll bar shows as 0 px.
 VIEWPORTS = {
     "desktop": {"viewport": {"width": 1280, "height": 900}},
-    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True,
-              "device_scale_factor": 2},
+    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
 }
 TEST_MARKER = re.compile(r"NBVAL_[A-Z_]+|nbval-[a-z-]+")
 # Widget controls as the vendored html-manager draws them.

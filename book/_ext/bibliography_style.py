@@ -3,7 +3,7 @@
 The text cites author–year (``bibtex_reference_style: author_year``); pybtex's default labels are
 ``alpha`` ([SFH17]), so the list at the end did not look like what the text points to. This registers the
 pybtex style ``capsule_lab`` (unsrt formatting, sorted by author, year, title) whose labels are
-"Sabour et al. 2017", "Gu and Tresp 2020", "Faria 2019"; _config.yml selects it with
+"Sabour et al., 2017", "Gu and Tresp, 2020", "Faria, 2019"; _config.yml selects it with
 ``bibtex_default_style``.
 """
 
@@ -25,7 +25,7 @@ def _surname(person) -> str:
 
 
 def author_year_label(entry) -> str:
-    """'Sabour et al. 2017', 'Gu and Tresp 2020' or 'Faria 2019' for a pybtex entry with authors and year."""
+    """'Sabour et al., 2017', 'Gu and Tresp, 2020' or 'Faria, 2019' for a pybtex entry with authors and year."""
     persons = entry.persons.get("author") or entry.persons.get("editor") or []
     year = entry.fields.get("year", "")
     if not persons or not year:
@@ -37,7 +37,7 @@ def author_year_label(entry) -> str:
         who = f"{names[0]} and {names[1]}"
     else:
         who = f"{names[0]} et al."
-    return f"{who} {year}"
+    return f"{who}, {year}"
 
 
 class AuthorYearLabelStyle(BaseLabelStyle):
