@@ -116,7 +116,7 @@ def plot_gradient_terms(couplings, term1, term2, title: str | None = None) -> Fi
     if c.ndim != 2 or t1.shape != (c.shape[0],) or t2.shape != (c.shape[0],):
         raise ValueError(f"couplings must be (I, J) and term1, term2 (I,), got {c.shape}, {t1.shape}, {t2.shape}")
     I, J = c.shape
-    fig, (ax_c, ax_t) = plt.subplots(1, 2, figsize=(8.5, 3.2), constrained_layout=True,
+    fig, (ax_c, ax_t) = plt.subplots(1, 2, figsize=(7.5, 3.0), constrained_layout=True,
                                      gridspec_kw={"width_ratios": [1, 1.6]})
     im = ax_c.imshow(c, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax_c.set_xlabel("output capsule j")
@@ -150,11 +150,11 @@ def plot_gradient_history(epochs: Sequence[int], records: Sequence[dict]) -> Fig
     if missing:
         raise ValueError(f"records lack {missing}: use capsule_lab.gradients.capsnet_gradient_terms")
     get = lambda k: np.array([r[k] for r in records], dtype=float)  # noqa: E731
-    fig, (ax_g, ax_c) = plt.subplots(1, 2, figsize=(9, 3.2), constrained_layout=True)
+    fig, (ax_g, ax_c) = plt.subplots(1, 2, figsize=(7.5, 3.0), constrained_layout=True)
     ax_g.plot(epochs, get("ratio"), "o-", label="‖term 2‖ / ‖term 1‖")
     ax_g.plot(epochs, get("cosine"), "s-", label="cos(total gradient, term 1)")
     ax_g.set_xlabel("epoch")
-    ax_g.set_title("the two gradient terms at the class layer")
+    ax_g.set_title("the two gradient terms\nat the class layer", fontsize=10)
     ax_g.set_ylim(0, 1.05)
     ax_g.legend(fontsize=8)
     ax_c.plot(epochs, get("max_coupling"), "o-", color="#2ca02c", label="mean max$_j$ $c_{ij}$")
@@ -165,7 +165,7 @@ def plot_gradient_history(epochs: Sequence[int], records: Sequence[dict]) -> Fig
     ax_e.axhline(records[0]["uniform_entropy_bits"], color="#9467bd", ls="--", lw=0.8)
     ax_e.set_ylabel("mean coupling entropy (bits)", color="#9467bd")
     ax_c.set_xlabel("epoch")
-    ax_c.set_title("polarisation of the couplings (dashed: uniform)")
+    ax_c.set_title("polarisation of the couplings\n(dashed: uniform)", fontsize=10)
     for ax in (ax_g, ax_c):
         ax.set_xticks(list(epochs))
         ax.grid(alpha=0.3)

@@ -117,11 +117,11 @@ def parse_tree_figure(summary: ParseTreeSummary, title: str | None = None) -> Fi
     """The paper's Figure 3 for one network: the parse tree's means (left) and standard deviations (right)
     over a dataset, edges on one opacity scale (the largest mean coupling) so that the panels compare;
     red crosses mark dead capsules. Chapter 04."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=80)
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.6))
     scale = max((float(np.max(c)) for c in summary.coupling_mean), default=1.0)
     for ax, statistic in zip(axes, ("mean", "std")):
         nodes = plot_parse_tree(ax, summary, statistic, edge_scale=scale,
-                                title=f"{statistic} over the images: couplings (edges), norms (nodes)")
+                                title=f"{statistic} over the images:\ncouplings (edges), norms (nodes)")
         fig.colorbar(nodes, ax=ax, fraction=0.04, pad=0.02, label=f"capsule norm ({statistic})")
     if title:
         fig.suptitle(title)

@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 # One colour per output capsule j in the toy pictures (colour-blind safe: blue, orange, green, purple).
+# Figures are drawn for the book's text column (CONTRIBUTING.md, "Widgets and figures in the book"): at most
+# this many inches wide at the notebooks' 100 dpi, so that text of at least 8 pt stays >= 9 px on screen.
+MAX_FIGURE_WIDTH = 7.5
 OUTPUT_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
@@ -124,7 +127,7 @@ def plot_couplings(
     ins = _labels(input_labels, I, "i={}", "input_labels")
     outs = _labels(output_labels, J, "j={}", "output_labels")
     annotate = (I * J <= 60) if annotate is None else annotate
-    panel_w = min(max(0.45 * J + 1.2, 2.2), 6.0)
+    panel_w = min(max(0.45 * J + 1.2, 2.2), 6.0, (MAX_FIGURE_WIDTH - 0.8) / R)
     fig, axes = plt.subplots(1, R, figsize=(panel_w * R + 0.8, min(max(0.32 * I + 1.3, 2.4), 9.0)),
                              squeeze=False, constrained_layout=True)
     image = None
@@ -193,7 +196,7 @@ def draw_toy(ax, votes, couplings, poses, input_labels: Sequence[str] | None = N
             ax.annotate("", xy=tuple(u[i, j]), xytext=(0, 0),
                         arrowprops=dict(arrowstyle="-|>", color=OUTPUT_COLORS[j], alpha=0.15 + 0.85 * w,
                                         lw=0.5 + 2.5 * w, shrinkA=0, shrinkB=0))
-            ax.text(*(u[i, j] * 1.06), ins[i], color=OUTPUT_COLORS[j], fontsize=7, alpha=0.3 + 0.7 * w,
+            ax.text(*(u[i, j] * 1.06), ins[i], color=OUTPUT_COLORS[j], fontsize=8, alpha=0.3 + 0.7 * w,
                     ha="center", va="center")
         ax.annotate("", xy=tuple(v[j]), xytext=(0, 0),
                     arrowprops=dict(arrowstyle="simple,head_width=1.1,head_length=1.1", color=OUTPUT_COLORS[j],
@@ -203,7 +206,7 @@ def draw_toy(ax, votes, couplings, poses, input_labels: Sequence[str] | None = N
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
-    ax.legend(loc="lower left", fontsize=7, framealpha=0.8)
+    ax.legend(loc="lower left", fontsize=8, framealpha=0.8)
 
 
 def draw_coupling_bars(ax, couplings, input_labels: Sequence[str] | None = None,
@@ -234,7 +237,7 @@ def draw_coupling_bars(ax, couplings, input_labels: Sequence[str] | None = None,
     ax.set_xlabel("input capsule i")
     ax.set_ylabel("coupling $c_{ij}$")
     ax.set_ylim(0, max(1.0, bottom.max()) * 1.2)  # head room for the legend above the bars
-    ax.legend(loc="upper center", ncol=J, fontsize=7, framealpha=0.8)
+    ax.legend(loc="upper center", ncol=J, fontsize=8, framealpha=0.8)
 
 
 def plot_routing_state(votes, couplings, poses, title: str | None = None,
@@ -249,7 +252,7 @@ def plot_routing_state(votes, couplings, poses, title: str | None = None,
     Chapter 02.
     """
     u, c, v = _toy_inputs(votes, couplings, poses)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.4, 3.9), constrained_layout=True,
+    fig, (left, right) = plt.subplots(1, 2, figsize=(MAX_FIGURE_WIDTH, 3.6), constrained_layout=True,
                                       gridspec_kw=dict(width_ratios=(1.1, 1.0)))
     draw_toy(left, u, c, v, input_labels, output_labels)
     left.set_title("votes (thin) and outputs (thick)")
@@ -292,7 +295,8 @@ def plot_toy_routing(
     u, _, _ = _toy_inputs(votes, c[0], v[0])
     lim = 1.15 * max(np.abs(u).max(), np.abs(v).max(), 1.0)
     R = len(c)
-    fig, axes = plt.subplots(1, R, figsize=(3.3 * R, 3.5), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(1, R, figsize=(min(3.3 * R, MAX_FIGURE_WIDTH), 3.0), squeeze=False,
+                             constrained_layout=True)
     for r, ax in enumerate(axes[0]):
         draw_toy(ax, u, c[r], v[r], input_labels, output_labels, limit=lim)
         ax.set_title(f"iteration {r + 1}")
@@ -322,7 +326,7 @@ def plot_history(history) -> Figure:
     test = list(h.get("test_accuracy") or [])
     if test and len(test) != len(epochs):
         raise ValueError(f"history['test_accuracy'] must have one entry per epoch ({len(epochs)}), got {len(test)}")
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(8.5, 3.2), constrained_layout=True)
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(MAX_FIGURE_WIDTH, 3.0), constrained_layout=True)
     ax_loss.plot(epochs, h["train_loss"], "o-", color="0.2")
     ax_loss.set_title("training loss")
     ax_loss.set_xlabel("epoch")
@@ -377,7 +381,7 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None,
     for name, seq in (("labels", lab), ("predictions", pred)):
         if seq is not None and len(seq) != N:
             raise ValueError(f"{name} must have shape (N,) = ({N},), got {len(seq)} entries")
-    fig, axes = plt.subplots(2, N, figsize=(1.05 * N + 0.6, 2.6), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(2, N, figsize=(min(1.05 * N + 0.6, MAX_FIGURE_WIDTH), 2.4), squeeze=False, constrained_layout=True)
     for n in range(N):
         for row, (img, names, head) in enumerate(((x, lab, "label"), (y, pred, "decoded"))):
             ax = axes[row, n]
@@ -436,8 +440,8 @@ def plot_pose_sweep(sweep, perturbations, dims: Sequence[int] | None = None, tit
         ax.axhline(k * (H + gap) - 0.5 - gap / 2, color="0.75", lw=0.6)
     for q in range(1, P):
         ax.axvline(q * (W + gap) - 0.5 - gap / 2, color="0.75", lw=0.6)
-    ax.set_xticks([q * (W + gap) + (W - 1) / 2 for q in range(P)], [f"{x:+.2f}" for x in p], fontsize=7)
-    ax.set_yticks([k * (H + gap) + (H - 1) / 2 for k in range(K)], [f"dim {x}" for x in d], fontsize=7)
+    ax.set_xticks([q * (W + gap) + (W - 1) / 2 for q in range(P)], [f"{x:+.2f}" for x in p], fontsize=8)
+    ax.set_yticks([k * (H + gap) + (H - 1) / 2 for k in range(K)], [f"dim {x}" for x in d], fontsize=8)
     ax.tick_params(length=0)
     ax.set_xlabel("value added to the pose dimension")
     ax.set_title(title or "reconstruction as one pose dimension is perturbed", fontsize=10)

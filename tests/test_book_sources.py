@@ -1,0 +1,145 @@
+"""The book's sources keep the properties the browser test cannot see alone (no build, no browser needed).
+
+- The repository URL is set once, in _config.yml, and every copy (Colab install lines and links in the
+  notebooks, README.md, book/) agrees with it: `scripts/sync_repository_url.py --check`; the script
+  rewrites a fork's URL everywhere and nothing else.
+- The chapter map on the intro page marks exactly the chapters not yet in _toc.yml as "(coming)".
+- book/references.bib prints every arXiv id and DOI once (no entry repeats one, no two entries share one).
+- Chapter figures are drawn for the text column: at most 800 px wide as stored (7.5 in at 100 dpi).
+- Widget views become the static-book note, progress bars disappear (book/_ext/static_widgets.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import re
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_FIGURE_PX = 800
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+sync = _load(ROOT / "scripts" / "sync_repository_url.py", "sync_repository_url")
+
+
+def test_every_copy_of_the_repository_url_agrees_with_config(capsys):
+    status = sync.main(["--check"])
+    assert status == 0, "copies of the repository URL disagree with _config.yml:\n" + capsys.readouterr().out
+
+
+def _fake_checkout(tmp_path: Path, url: str) -> Path:
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "_config.yml").write_text(f"repository:\n  url: {url}\n  branch: dev\n", encoding="utf8")
+    notebook = (ROOT / "chapters" / "02_dynamic_routing.ipynb")
+    shutil.copy(notebook, tmp_path / "chapters" / notebook.name)
+    (tmp_path / "README.md").write_text(
+        'pip install "capsule-lab @ git+https://github.com/capsule-lab/capsule-lab"\n'
+        "Colab: https://colab.research.google.com/github/capsule-lab/capsule-lab/blob/main/chapters/01_capsules.ipynb\n"
+        "Other project: https://github.com/pytorch/captum\n", encoding="utf8")
+    return tmp_path
+
+
+def test_sync_writes_a_forks_url_everywhere_and_nothing_else(tmp_path: Path, capsys):
+    root = _fake_checkout(tmp_path, "https://github.com/someone/capsule-fork")
+    targets = ["README.md", "chapters"]
+    assert sync.main(["--check", "--root", str(root), *targets]) == 1
+    assert sync.main(["--root", str(root), *targets]) == 0
+    assert sync.main(["--check", "--root", str(root), *targets]) == 0
+    readme = (root / "README.md").read_text(encoding="utf8")
+    assert 'git+https://github.com/someone/capsule-fork"' in readme
+    assert "colab.research.google.com/github/someone/capsule-fork/blob/dev/chapters/01_capsules.ipynb" in readme
+    assert "https://github.com/pytorch/captum" in readme
+    before = (ROOT / "chapters" / "02_dynamic_routing.ipynb").read_text(encoding="utf8")
+    after = (root / "chapters" / "02_dynamic_routing.ipynb").read_text(encoding="utf8")
+    expected = (before.replace("git+https://github.com/capsule-lab/capsule-lab", "git+https://github.com/someone/capsule-fork")
+                .replace("github/capsule-lab/capsule-lab/blob/main/", "github/someone/capsule-fork/blob/dev/"))
+    assert after == expected, "the sync changed something other than the URL"
+    json.loads(after)
+
+
+def test_sync_refuses_a_config_without_a_github_url(tmp_path: Path):
+    root = _fake_checkout(tmp_path, "git@github.com:someone/fork.git")
+    with pytest.raises(ValueError, match="repository.url"):
+        sync.main(["--check", "--root", str(root), "README.md"])
+
+
+def test_chapter_map_marks_exactly_the_unpublished_chapters():
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf8")
+    published = set(re.findall(r"chapters/(\d\d)_", toc))
+    rows = re.findall(r"^\|\s*(\d\d)( \(coming\))?\s*\|", (ROOT / "book" / "intro.md").read_text("utf8"), re.M)
+    assert rows, "no chapter map found in book/intro.md"
+    for number, coming in rows:
+        if number in published:
+            assert not coming, f"chapter {number} is published but marked (coming) in the chapter map"
+        else:
+            assert coming, f"chapter {number} is not in _toc.yml yet: mark it '(coming)' in the chapter map"
+
+
+def test_bibliography_prints_each_identifier_once():
+    text = (ROOT / "book" / "references.bib").read_text(encoding="utf8")
+    entries = re.findall(r"@\w+\{([^,]+),(.*?)\n\}", text, re.S)
+    assert entries
+    owners: dict[str, str] = {}
+    for key, body in entries:
+        ids = re.findall(r"\b(\d{4}\.\d{4,5})\b", body) + re.findall(r"\b(10\.\d{4,}/\S+?)[},]", body)
+        for identifier in set(ids):
+            assert ids.count(identifier) == 1, f"{key} prints {identifier} more than once"
+            assert identifier not in owners, f"{key} and {owners.get(identifier)} both cite {identifier}"
+            owners[identifier] = key
+
+
+def _png_width(data: str) -> int:
+    raw = base64.b64decode(data)
+    return struct.unpack(">I", raw[16:20])[0]
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_chapter_figures_are_drawn_for_the_column(notebook: Path):
+    cells = json.loads(notebook.read_text(encoding="utf8"))["cells"]
+    for index, cell in enumerate(cells):
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if png:
+                width = _png_width(png)
+                assert width <= MAX_FIGURE_PX, (
+                    f"{notebook.name} cell {index}: a figure {width} px wide is shrunk in the book until its "
+                    f"text is unreadable; draw it at most 7.5 in wide (CONTRIBUTING.md, Notebooks)")
+
+
+def test_static_widgets_drop_progress_bars_and_keep_other_widgets():
+    static_widgets = _load(ROOT / "book" / "_ext" / "static_widgets.py", "static_widgets")
+    state = {
+        "bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_html", "IPY_MODEL_progress"]}},
+        "progress": {"model_name": "FloatProgressModel", "state": {}},
+        "html": {"model_name": "HTMLModel", "state": {}},
+        "explorer": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider"]}},
+        "slider": {"model_name": "IntSliderModel", "state": {}},
+    }
+    assert static_widgets.is_progress_bar("bar", state)
+    assert static_widgets.is_progress_bar("progress", state)
+    assert not static_widgets.is_progress_bar("explorer", state)
+    assert not static_widgets.is_progress_bar("missing", state)
+    with pytest.raises(ValueError):
+        static_widgets.is_progress_bar("bar", None)
+
+
+def test_config_repository_is_the_one_the_script_reads():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf8"))
+    repo = sync.read_repository(ROOT / "_config.yml")
+    assert repo.url == config["repository"]["url"].rstrip("/")
