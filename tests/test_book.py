@@ -11,6 +11,7 @@
      code block, output or table wider than its box sits in a scroll box whose scroll bar is drawn
      (not an overlay that shows nothing);
    - show no test marker (`NBVAL_...`, `nbval-...`): cells are tagged, never commented;
+   - show every figure at ≥ 75 % of its stored size at desktop width (its text stays ≥ 9 px);
    - have widgets that respond to their controls or none (the book shows a note and the static figure);
    - open its navigation with the header button and reach another chapter through a link in it (both
      widths), and at phone width open the page's contents with its header button.
@@ -52,6 +53,8 @@ VIEWPORTS = {
     "desktop": {"viewport": {"width": 1280, "height": 900}},
     "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
 }
+# A figure may be shown at 75 % of its stored size at least (an 800 px figure in a ~620 px column).
+MIN_FIGURE_SCALE = 0.75
 TEST_MARKER = re.compile(r"NBVAL_[A-Z_]+|nbval-[a-z-]+")
 # Widget controls as the vendored html-manager draws them.
 WIDGET_CONTROLS = ".jupyter-widgets .noUi-handle, .jupyter-widgets input, .jupyter-widgets select, .jupyter-widgets button"
@@ -374,6 +377,13 @@ def test_page_works_in_browser(context, server: str, page_name: str):
         if width == "desktop":
             problems += [f"equation {eq['label']} is {eq['content']} px wide, the column {eq['box']} px: split it"
                          for eq in layout["equations"] if not eq["fits"]]
+            # Figures are drawn for the column (≤ 7.5 in at 100 dpi, text ≥ 8 pt): shrunk further, their
+            # text falls below 9 px (CONTRIBUTING.md, "Widgets and figures in the book").
+            shrunk = page.evaluate(
+                """min => Array.from(document.querySelectorAll('.cell_output img'))
+                       .filter(i => i.naturalWidth > 0 && i.clientWidth / i.naturalWidth < min)
+                       .map(i => i.naturalWidth + ' px shown at ' + i.clientWidth + ' px')""", MIN_FIGURE_SCALE)
+            problems += [f"figure {s}: its text is unreadable; draw it narrower" for s in shrunk]
 
         text = page.evaluate("() => document.body.innerText")
         problems += [f"test marker visible: {m!r}" for m in sorted(set(TEST_MARKER.findall(text)))]
