@@ -153,6 +153,15 @@ def test_build_has_no_cdn_widget_or_math_urls(built_book: Path):
         assert (built_book / "_static" / vendored).is_file(), f"_static/{vendored} missing from the build"
 
 
+def test_favicon_is_served(server: str):
+    """Browsers ask for /favicon.ico whatever the page links; the site answers it (no 404 in the log)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{server}/favicon.ico", timeout=10) as response:
+        assert response.status == 200
+        assert response.read(4) == b"\x00\x00\x01\x00", "favicon.ico is not an icon file"
+
+
 def _is_local(url: str) -> bool:
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme in ("data", "blob", "about", "chrome-error", "javascript"):
