@@ -3,8 +3,9 @@
     capsule-lab data [--online] [--root DIR]        fetch every reachable dataset source (chapter 02)
     capsule-lab assign [--solutions DIR] [--exercises DIR] [--check]
                                                     exercises/ from solutions/ (all chapters)
-    capsule-lab grade NOTEBOOK... [--out DIR] [--timeout S]
-                                                    execute and score student notebooks (all chapters)
+    capsule-lab grade NOTEBOOK... [--out DIR] [--timeout S] [--task-timeout S] [--chapter NN]
+                                                    execute and score student notebooks (all chapters);
+                                                    exit 0 when every notebook was graded, 1 if not
     capsule-lab bench routing [--device D] [--repeats N] [--shapes S...] [--no-memory]
                                                     time routing implementations, print JSON (chapter 02)
 
@@ -76,10 +77,29 @@ def _assign(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- grade
 
+GRADE_EPILOG = """\
+Each notebook runs in a fresh kernel (for its outputs and errors); then the student's functions are
+scored in a separate process the grader starts and kills, on inputs and reference answers the grader
+computed itself. The check(...) cells in a notebook are the student's feedback and count for nothing.
+Writes OUT/<notebook>.json per notebook and OUT/grades.csv (also for one notebook).
+
+exit status: 0 when every notebook was graded, whatever the scores; 1 when grading itself failed for
+at least one notebook (unreadable, chapter unknown, no kernel or evaluation process could start: see
+the "graded" and "grading_error" columns); 2 for bad arguments.
+
+Not a sandbox: student code runs with your rights. Grade in a container or a throwaway account."""
+
+
 def _grade_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="student notebooks (NN_topic.ipynb)")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = GRADE_EPILOG
+    p.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="student notebooks (.ipynb)")
     p.add_argument("--out", default="reports", help="folder for the JSON reports and grades.csv (default: reports)")
     p.add_argument("--timeout", type=float, default=120, help="seconds each cell may run (default: 120)")
+    p.add_argument("--task-timeout", type=float, default=None,
+                   help="seconds each task's function may run when scored (default: --timeout)")
+    p.add_argument("--chapter", default=None,
+                   help="the chapter NN of every notebook (default: each notebook's metadata, else its name)")
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -87,26 +107,38 @@ def _grade(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise ValueError("--timeout must be a positive number of seconds")
+    if args.task_timeout is not None and args.task_timeout <= 0:
+        raise ValueError("--task-timeout must be a positive number of seconds")
     missing = [p for p in args.notebooks if not Path(p).is_file()]
     if missing:
         raise ValueError(f"notebook(s) not found: {', '.join(missing)}")
-    reports = grade(args.notebooks, out_dir=args.out, timeout=args.timeout)
+    reports = grade(args.notebooks, out_dir=args.out, timeout=args.timeout, task_timeout=args.task_timeout,
+                    chapter=args.chapter)
     width = max(len(r["notebook"]) for r in reports)
     print(f"{'notebook':<{width}}  score  notes")
     for r in reports:
         notes = []
+        if not r["graded"]:
+            notes.append(f"NOT GRADED: {r['grading_error']}")
         if r["timed_out"]:
-            notes.append(f"timed out in cell {', '.join(map(str, r['timeout_cells']))}")
+            notes.append(f"cell timeout in cell {', '.join(map(str, r['timeout_cells']))}")
         if r["cell_errors"]:
             notes.append(f"{len(r['cell_errors'])} cell error(s)")
+        if r["kernel_restarts"]:
+            notes.append(f"kernel restarted after cell {', '.join(str(k['cell']) for k in r['kernel_restarts'])}")
         if r["aborted"]:
             notes.append(r["aborted"])
         print(f"{r['notebook']:<{width}}  {r['score']:>2}/{r['max_score']:<2}  {'; '.join(notes)}".rstrip())
         for task, t in r["tasks"].items():
             mark = "✔" if t["passed"] else "✘"
-            print(f"    {mark} {task:<22} {t['points']}/{t['max_points']}"
+            print(f"    {mark} {task:<30} {t['points']}/{t['max_points']}  {t['status']}"
                   + ("" if t["passed"] else f"  {t['message'][:100]}"))
     print(f"reports written to {args.out}/")
+    failed = [r["notebook"] for r in reports if not r["graded"]]
+    if failed:
+        print(f"capsule-lab grade: {len(failed)} notebook(s) could not be graded: {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,8 +1,10 @@
 """capsule_lab.cli: ``capsule-lab data / assign / grade`` through ``main([...])``.
 
 ``data`` runs against a stand-in for ``fetch_all`` (the real fetching is tested in test_data.py);
-``assign`` on a temporary solutions folder; ``grade`` executes two small notebooks in fresh kernels,
-one of which prints a lot, raises and calls ``sys.exit`` (the grader must carry on).
+``assign`` on a temporary solutions folder; ``grade`` executes small notebooks in fresh kernels: one
+prints a lot, raises and calls ``sys.exit`` (the grader must carry on); a folder of three submissions
+(right, wrong, an endless loop) gives the expected ``grades.csv``; the exit status tells a failed
+grading from a graded one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 import capsule_lab.data
 from capsule_lab import cli
+
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 
 
 def test_parser_has_the_subcommands():
@@ -74,7 +78,27 @@ def test_grade_rejects_missing_notebooks_and_bad_timeouts(tmp_path, capsys):
     assert "--timeout" in capsys.readouterr().err
 
 
+def test_grade_help_documents_the_exit_status(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["grade", "--help"])
+    text = capsys.readouterr().out
+    assert "exit status: 0 when every notebook was graded" in text and "grades.csv" in text
+    assert "--task-timeout" in text and "--chapter" in text
+
+
+def test_grade_exits_1_when_a_notebook_cannot_be_graded(tmp_path, capsys):
+    nb = tmp_path / "homework.ipynb"  # no chapter in its name or its metadata
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 1")]), nb)
+    assert cli.main(["grade", str(nb), "--out", str(tmp_path / "out")]) == 1
+    captured = capsys.readouterr()
+    assert "NOT GRADED" in captured.out and "could not be graded" in captured.err
+    with open(tmp_path / "out" / "grades.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["graded"] == "no" and "cannot tell the chapter" in row["grading_error"]
+
+
 @pytest.mark.notebook
+@pytest.mark.xdist_group("grading-cli-hostile")
 def test_grade_writes_reports_and_survives_hostile_cells(tmp_path, capsys):
     folder = tmp_path / "class"
     folder.mkdir()
@@ -85,7 +109,7 @@ def test_grade_writes_reports_and_survives_hostile_cells(tmp_path, capsys):
         new_code_cell("raise RuntimeError('student bug')"),
         new_code_cell("import sys\nsys.exit(1)"),
         new_code_cell("check('01.squash', squash)"),
-        new_code_cell("check('01.margin_loss', lambda lengths, labels: lengths.mean())"),
+        new_code_cell("def margin_loss(lengths, labels):\n    return lengths.mean()"),
     ])
     nbformat.write(rowdy, folder / "01_capsules.ipynb")
     nbformat.write(new_notebook(cells=[new_code_cell("print('no work done')")]), folder / "02_dynamic_routing.ipynb")
@@ -94,21 +118,65 @@ def test_grade_writes_reports_and_survives_hostile_cells(tmp_path, capsys):
                        "--out", str(out), "--timeout", "60"])
     assert status == 0
     printed = capsys.readouterr().out
-    assert "1/3" in printed and "0/5" in printed and f"reports written to {out}/" in printed
+    assert "0/3" in printed and "0/5" in printed and f"reports written to {out}/" in printed
 
     first = json.loads((out / "01_capsules.json").read_text())
-    assert first["score"] == 1 and first["max_score"] == 3
-    assert first["tasks"]["01.squash"]["passed"]
-    assert not first["tasks"]["01.margin_loss"]["passed"] and "hint" in first["tasks"]["01.margin_loss"]["message"]
-    assert first["tasks"]["01.primary_capsules"]["message"] == "not run"
+    assert first["score"] == 0 and first["max_score"] == 3 and first["graded"]
+    assert first["tasks"]["01.squash"]["status"] == "refused"   # `squash` is the package's own
+    assert first["tasks"]["01.margin_loss"]["status"] == "wrong" and first["tasks"]["01.margin_loss"]["hint"]
+    assert first["tasks"]["01.primary_capsules"]["status"] == "not found"
     assert [(e["cell"], e["ename"]) for e in first["cell_errors"]] == [(3, "RuntimeError"), (4, "SystemExit")]
     assert not first["timed_out"] and first["aborted"] is None
 
     second = json.loads((out / "02_dynamic_routing.json").read_text())
     assert second["score"] == 0 and second["max_score"] == 5
-    assert all(t["message"] == "not run" for t in second["tasks"].values())
+    assert all(t["status"] == "not found" for t in second["tasks"].values())
 
     with open(out / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(Path(r["notebook"]).name, r["score"], r["max_score"]) for r in rows] == [
-        ("01_capsules.ipynb", "1", "3"), ("02_dynamic_routing.ipynb", "0", "5")]
+        ("01_capsules.ipynb", "0", "3"), ("02_dynamic_routing.ipynb", "0", "5")]
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("grading-cli-folder")
+def test_grade_a_folder_right_wrong_and_endless(tmp_path, capsys):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    right = nbformat.read(SOLUTIONS / "01_capsules.ipynb", as_version=4)
+    nbformat.write(right, folder / "ada.ipynb")                   # names without a chapter: the metadata tells
+    wrong = nbformat.read(SOLUTIONS / "01_capsules.ipynb", as_version=4)
+    (cell,) = [c for c in wrong.cells if c.source.startswith("def margin_loss(")]
+    cell.source = cell.source.replace("return (present + absent).sum(dim=1).mean()", "return (present + absent).mean()")
+    nbformat.write(wrong, folder / "bob.ipynb")
+    endless = nbformat.read(SOLUTIONS / "01_capsules.ipynb", as_version=4)
+    (cell,) = [c for c in endless.cells if c.source.startswith("def squash(")]
+    cell.source = "def squash(s, dim=-1):\n    while True:\n        pass\n"
+    endless.cells = [c for c in endless.cells if not c.source.startswith("# Explore")]  # they call squash too
+    nbformat.write(endless, folder / "cy.ipynb")
+    out = tmp_path / "reports"
+    status = cli.main(["grade", *sorted(str(p) for p in folder.glob("*.ipynb")), "--out", str(out),
+                       "--timeout", "5", "--task-timeout", "5"])
+    assert status == 0  # every notebook was graded, whatever the scores
+    capsys.readouterr()
+    with open(out / "grades.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [{k: r[k] for k in ("chapter", "graded", "score", "max_score", "01.squash", "01.margin_loss",
+                               "01.primary_capsules", "task_timeouts", "task_errors", "cell_timeouts",
+                               "cell_errors", "grading_error")} for r in rows] == [
+        {"chapter": "01", "graded": "yes", "score": "3", "max_score": "3", "01.squash": "1", "01.margin_loss": "1",
+         "01.primary_capsules": "1", "task_timeouts": "0", "task_errors": "0", "cell_timeouts": "0",
+         "cell_errors": "0", "grading_error": ""},
+        {"chapter": "01", "graded": "yes", "score": "2", "max_score": "3", "01.squash": "1", "01.margin_loss": "0",
+         "01.primary_capsules": "1", "task_timeouts": "0", "task_errors": "0", "cell_timeouts": "0",
+         "cell_errors": "0", "grading_error": ""},
+        {"chapter": "01", "graded": "yes", "score": "2", "max_score": "3", "01.squash": "0", "01.margin_loss": "1",
+         "01.primary_capsules": "1", "task_timeouts": "1", "task_errors": "0", "cell_timeouts": "1",
+         "cell_errors": "0", "grading_error": ""},
+    ]
+    assert [Path(r["notebook"]).name for r in rows] == ["ada.ipynb", "bob.ipynb", "cy.ipynb"]
+    cy = json.loads((out / "cy.json").read_text())
+    assert cy["tasks"]["01.squash"]["status"] == "timeout" and "did not finish within 5 s" in cy["tasks"]["01.squash"]["message"]
+    bob = json.loads((out / "bob.json").read_text())
+    assert bob["tasks"]["01.margin_loss"]["status"] == "wrong"
+    assert "sum the loss over the classes" in bob["tasks"]["01.margin_loss"]["hint"]

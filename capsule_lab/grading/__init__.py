@@ -31,22 +31,29 @@ task                               points  the student writes
 ``04.active_rate``                 1       ``active_rate(norms (K, n), eps)``: car, the rate of active capsules (chapter 04)
 =================================  ======  ============================================================================
 
-**Grading** (what instructors run): :func:`grade_notebook` executes a copy of a student's notebook in a
-fresh kernel with a per-cell time limit and collects the results of the :func:`check` calls made in it;
-:func:`grade` does that for many notebooks and writes JSON reports and a CSV summary
-(``capsule-lab grade NOTEBOOK... --out reports``). The checks report to the grader through a file named
-by the environment variable ``CAPSULE_LAB_GRADE_RECORD`` (one JSON line per check), so nothing depends
-on parsing cell outputs. Grading is not a sandbox: the student's code runs with the grader's rights.
+**Grading** (what instructors run, ``capsule-lab grade NOTEBOOK... --out reports``): :func:`grade_notebook`
+takes the chapter's tasks from the registry and computes their inputs and reference answers in its own
+process before any student code runs; executes a copy of the notebook in a fresh kernel for its outputs
+and errors (per-cell time limit); kills whatever the kernel left running; then scores the student's
+functions in a child process it starts and kills (per-task time limit), which returns plain tensors that
+the grader compares with its own answers. While the student's function runs, the package functions that
+are the task's answer refuse to run. Nothing the student's code prints, writes or patches decides a
+score; the ``check`` calls in the notebook are feedback only. :func:`grade` does that for many notebooks
+and writes a JSON report per notebook and ``grades.csv``. Grading is not a sandbox: the student's code
+runs with the grader's rights (see the instructors' guide).
 
 The package, one idea per module:
 
 - :mod:`.tasks`: the framework: :class:`Case`, :class:`WrongAnswer`, :class:`Task` and the registry
-  (:func:`task_ids`, :func:`get_task`, :func:`tasks_for_chapter`, :data:`ALIASES`,
-  :func:`~capsule_lab.grading.tasks.register`);
+  (:func:`task_ids`, :func:`get_task`, :func:`tasks_for_chapter`, :func:`~capsule_lab.grading.tasks.register`);
 - :mod:`.tasks_01`, :mod:`.tasks_02`, …: each chapter's tasks (references, cases, wrong answers, hints),
   registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
-- :mod:`.checking`: running a function on a task's cases, :func:`check`, :class:`CheckResult`, the record file;
-- :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade` and the nbclient machinery;
+- :mod:`.checking`: running a function on a task's cases and judging it, :func:`check`, :class:`CheckResult`;
+- :mod:`.lock`: the task's answers refuse to run while the student's function does;
+- :mod:`.kernel`: running a notebook in a kernel for its outputs, errors and timeouts (nbclient);
+- :mod:`.evaluation` and :mod:`.child`: scoring the student's functions in a child process the grader owns;
+- :mod:`.processes`: starting and killing the processes student code runs in, and all they start;
+- :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade`, the reports;
 - :mod:`.assign`: the student notebooks in ``exercises/`` generated from ``solutions/`` (``capsule-lab assign``).
 """
 
@@ -54,12 +61,14 @@ from __future__ import annotations
 
 from . import tasks_01, tasks_02, tasks_03, tasks_04  # noqa: F401 - registers the chapters' tasks, in chapter order
 from .checking import ATOL, NOT_IMPLEMENTED, RTOL  # noqa: F401 - module constants of the former grading.py
-from .checking import RECORD_ENV, CheckResult, check
+from .checking import CheckResult, check
+from .evaluation import STATUSES
+from .lock import AnswerRefused
 from .notebooks import chapter_of_notebook, grade, grade_notebook
-from .tasks import ALIASES, TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter
+from .tasks import TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter
 
 __all__ = [
-    "RECORD_ENV", "Case", "WrongAnswer", "Task", "TASKS", "ALIASES", "CheckResult",
+    "Case", "WrongAnswer", "Task", "TASKS", "CheckResult", "AnswerRefused", "STATUSES",
     "task_ids", "get_task", "tasks_for_chapter", "chapter_of_notebook", "check",
     "grade_notebook", "grade",
 ]

@@ -1,6 +1,6 @@
-"""Running a student's function on a task's cases: :func:`check`, :class:`CheckResult` and the record file.
+"""Running a student's function on a task's cases and judging the result: :func:`check`, :class:`CheckResult`.
 
-Used by every chapter's exercise notebook (chapters 01 and 02 so far)::
+Used by every chapter's exercise notebook (chapters 01–04)::
 
     from capsule_lab.grading import check
     check("01.squash", squash)          # prints ✔ or ✘ with a hint, returns a CheckResult
@@ -9,26 +9,31 @@ Used by every chapter's exercise notebook (chapters 01 and 02 so far)::
 :class:`~capsule_lab.grading.tasks.Case` list, float32 and float64) and compares the values and, where the
 task is differentiable, the gradients of a fixed random projection of the outputs (so that a stray
 ``detach`` is caught too). When an answer is wrong and matches a known mistake, the hint names the mistake.
-Each result is also appended as a JSON line to the file named by ``$CAPSULE_LAB_GRADE_RECORD``
-(:data:`RECORD_ENV`) when that is set: that is how the notebook grader collects the results.
+While the student's function runs, the functions that are the task's answer refuse to run (:mod:`.lock`).
+
+:func:`check` is feedback, not the grade: it runs in the student's own kernel, where the student's code
+can change anything. The grader (:mod:`.evaluation`) uses the same three steps apart: :func:`expected`
+(the reference, in the grader's process, before any student code), :func:`run_student` (in a child
+process it owns; the results travel as :func:`to_record` plain tensors) and :func:`verdict` (back in
+the grader's process).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import math
-import os
 import sys
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 import torch
 
+from .lock import AnswerRefused, refused
 from .tasks import Case, Task, generator, get_task
 
-__all__ = ["RECORD_ENV", "RTOL", "ATOL", "NOT_IMPLEMENTED", "CheckResult", "check"]
+__all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "CheckResult", "check", "Expected", "expected", "run_student",
+           "verdict", "to_record", "from_record"]
 
-RECORD_ENV = "CAPSULE_LAB_GRADE_RECORD"
 RTOL = 1e-5
 ATOL = 1e-6  # scaled by max(1, largest reference value) for each compared tensor
 NOT_IMPLEMENTED = "not implemented yet"
@@ -46,6 +51,7 @@ class _Evaluation:
     grads: tuple | None = None          # gradients w.r.t. the floating inputs (None entries: not reached)
     differentiable: bool = True         # every output that should carry a gradient does
     error: str | None = None
+    kind: str | None = None             # with an error: "wrong" (not the right structure), "error", "refused"
 
 
 def _clone_args(case: Case, requires_grad: bool) -> tuple:
@@ -102,11 +108,12 @@ def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, studen
     except (Exception, SystemExit) as err:  # the student's code may raise anything (even sys.exit)
         if not student:
             raise
-        return _Evaluation(error=f"raised {type(err).__name__}: {err}")
+        kind = "refused" if isinstance(err, AnswerRefused) else "error"
+        return _Evaluation(error=f"raised {type(err).__name__}: {err}", kind=kind)
     try:
         outputs = _structure(task, result)
     except ValueError as err:
-        return _Evaluation(error=str(err))
+        return _Evaluation(error=str(err), kind="wrong")
     ev = _Evaluation(outputs=tuple(o.detach() for o in outputs))
     if not want_grad:
         return ev
@@ -125,7 +132,8 @@ def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, studen
     except (Exception, SystemExit) as err:
         if not student:
             raise
-        return _Evaluation(outputs=ev.outputs, error=f"backward pass raised {type(err).__name__}: {err}")
+        kind = "refused" if isinstance(err, AnswerRefused) else "error"
+        return _Evaluation(outputs=ev.outputs, error=f"backward pass raised {type(err).__name__}: {err}", kind=kind)
     ev.grads = tuple(None if g is None else g.detach() for g in grads)
     return ev
 
@@ -183,32 +191,123 @@ def _input_names(task: Task, case: Case) -> list:
     return [f"argument {i + 1}" for i in floating]
 
 
-def _run_checks(task: Task, fn: Callable) -> tuple[str | None, str]:
-    """(None, "") if ``fn`` passes every case, else (what differed, hint)."""
-    cases = task.cases()
-    for index, case in enumerate(cases):
+@dataclass
+class Expected:
+    """One case as the grader knows it before any student code runs: the case (its inputs), the weights
+    of the random projection whose gradient is compared (None: values only) and the reference's result."""
+
+    case: Case
+    weights: list | None
+    want: _Evaluation
+
+
+def expected(task: Task) -> list[Expected]:
+    """The reference's outputs (and gradients) on every case of ``task``, in case order."""
+    out = []
+    for index, case in enumerate(task.cases()):
         want0 = _evaluate(task, task.reference, case, None, student=False)
         weights = _weights(index, want0.outputs) if case.grad != "none" else None
-        want = _evaluate(task, task.reference, case, weights, student=False)
-        got = _evaluate(task, fn, case, weights, student=True)
-        input_names = _input_names(task, case)
-        problem = _compare(task, case, got, want, input_names)
+        out.append(Expected(case, weights, _evaluate(task, task.reference, case, weights, student=False)))
+    return out
+
+
+def run_student(task: Task, fn: Callable, cases: Sequence[Expected], refuse: bool = True) -> list[_Evaluation]:
+    """Run the student's ``fn`` on fresh copies of the cases' inputs, in order, stopping after one that fails
+    to produce tensors. With ``refuse``, the task's answers raise while it runs (:mod:`.lock`).
+
+    Raises ``_NotImplemented`` when the function is a stub (raises NotImplementedError, returns ``...``).
+    """
+    results = []
+    with (refused(task.refused) if refuse else contextlib.nullcontext()):
+        for e in cases:
+            got = _evaluate(task, fn, e.case, e.weights, student=True)
+            results.append(got)
+            if got.error:
+                break
+    return results
+
+
+def verdict(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -> tuple[str, str | None, str]:
+    """Compare the student's results with the expected ones: ``(status, problem or None, hint)``.
+
+    ``status``: ``passed``, ``wrong`` (values, shapes, dtypes or gradients differ), ``error`` (the function
+    raised) or ``refused`` (it called a function that is the task's answer). The first differing case
+    decides; when the answer behaves like a known mistake of the task, the hint names that mistake. The
+    wrong answers are the course's code, run here, never the student's.
+    """
+    for index, e in enumerate(cases):
+        input_names = _input_names(task, e.case)
+        if index >= len(got):
+            return "error", f"no result for case '{e.case.name}'", task.hint
+        g = got[index]
+        problem = _compare(task, e.case, g, e.want, input_names)
         if problem is None:
             continue
+        status = (g.kind or "error") if g.error else "wrong"
         hint = task.hint
-        if "nan or inf" in problem and task.nonfinite_hint:
+        if status == "refused":
+            hint = f"write {task.function or 'the function'} yourself, in plain torch (chapter {task.chapter})."
+        elif "nan or inf" in problem and task.nonfinite_hint:
             hint = task.nonfinite_hint
-        elif got.error is None:
+        elif g.error is None:
             for wrong in task.wrong_answers:
                 try:
-                    mistaken = _evaluate(task, wrong.fn, case, weights, student=True)
+                    mistaken = _evaluate(task, wrong.fn, e.case, e.weights, student=True)
                 except _NotImplemented:
                     continue
-                if mistaken.error is None and _compare(task, case, got, mistaken, input_names) is None:
+                if mistaken.error is None and _compare(task, e.case, g, mistaken, input_names) is None:
                     hint = wrong.hint
                     break
-        return f"{problem} on case '{case.name}'", hint
-    return None, ""
+        return status, f"{problem} on case '{e.case.name}'", hint
+    return "passed", None, ""
+
+
+def _run_checks(task: Task, fn: Callable) -> tuple[str | None, str]:
+    """(None, "") if ``fn`` passes every case, else (what differed, hint). In-process: feedback only."""
+    cases = expected(task)
+    _, problem, hint = verdict(task, cases, run_student(task, fn, cases))
+    return problem, hint
+
+
+# ---------------------------------------------------------------- passing results between processes
+
+def to_record(ev: _Evaluation) -> dict:
+    """A result as plain data (dicts, lists, str, bool and plain CPU tensors), for ``torch.save``."""
+    def plain(t):
+        return None if t is None else t.detach().as_subclass(torch.Tensor).to("cpu").contiguous().clone()
+
+    return {"outputs": None if ev.outputs is None else [plain(t) for t in ev.outputs],
+            "grads": None if ev.grads is None else [plain(t) for t in ev.grads],
+            "differentiable": bool(ev.differentiable), "error": ev.error, "kind": ev.kind}
+
+
+def from_record(record, task: Task) -> _Evaluation:
+    """The inverse of :func:`to_record`, checking every field: ``ValueError`` for anything malformed."""
+    def tensor(t, what):
+        if type(t) is not torch.Tensor or t.layout != torch.strided or t.device.type != "cpu" or t.requires_grad:
+            raise ValueError(f"{what} is not a plain CPU tensor")
+        return t
+
+    if not isinstance(record, dict) or set(record) != {"outputs", "grads", "differentiable", "error", "kind"}:
+        raise ValueError("malformed result")
+    error, kind = record["error"], record["kind"]
+    if not (error is None or isinstance(error, str)) or kind not in (None, "wrong", "error", "refused"):
+        raise ValueError("malformed error")
+    if not isinstance(record["differentiable"], bool):
+        raise ValueError("malformed flag")
+    outputs, grads = record["outputs"], record["grads"]
+    if outputs is not None:
+        if not isinstance(outputs, list) or len(outputs) != len(task.outputs):
+            raise ValueError("wrong number of outputs")
+        outputs = tuple(tensor(t, "an output") for t in outputs)
+    if grads is not None:
+        if not isinstance(grads, list):
+            raise ValueError("malformed gradients")
+        grads = tuple(None if t is None else tensor(t, "a gradient") for t in grads)
+    if error is None and outputs is None:
+        raise ValueError("neither outputs nor an error")
+    return _Evaluation(outputs=outputs, grads=grads, differentiable=record["differentiable"],
+                       error=error[:2000] if error else error, kind=kind)
 
 
 # ---------------------------------------------------------------- check()
@@ -239,14 +338,6 @@ class CheckResult:
         return asdict(self)
 
 
-def _record(result: CheckResult) -> None:
-    path = os.environ.get(RECORD_ENV)
-    if not path:
-        return
-    with open(path, "a", encoding="utf8") as f:
-        f.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-
-
 def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     """Check a student's function for the exercise ``task_id`` against the course's reference.
 
@@ -255,13 +346,14 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     the function raises counts as a failure, reported with its message; a function that returns
     ``...``/``None`` or raises ``NotImplementedError`` is "not implemented yet".
 
-    Prints ``✔ 02.routing_step passed (2/2 points)`` or ``✘ 02.routing_step failed: <what differed, on
-    which case> — hint: <hint>`` (unless ``verbose=False``), appends the result as a JSON line to the
-    file named by ``$CAPSULE_LAB_GRADE_RECORD`` if that is set (how ``capsule-lab grade`` collects it)
-    and returns a :class:`CheckResult`.
+    While ``fn`` runs, the package functions that are the task's answer raise ("this task asks for your
+    own implementation"): an answer that calls them fails with status ``refused``.
 
-    Tasks: ``01.squash``, ``01.margin_loss``, ``01.primary_capsules`` (chapter 01), ``02.couplings``,
-    ``02.routing_step``, ``02.dynamic_routing`` (chapter 02). Unknown ids raise ``ValueError``.
+    Prints ``✔ 02.routing_step passed (2/2 points)`` or ``✘ 02.routing_step failed: <what differed, on
+    which case> — hint: <hint>`` (unless ``verbose=False``) and returns a :class:`CheckResult`. This is
+    feedback in the student's kernel; ``capsule-lab grade`` scores the notebook on its own.
+
+    Tasks: see :data:`~capsule_lab.grading.tasks.TASKS` (chapters 01–04). Unknown ids raise ``ValueError``.
     """
     task = get_task(task_id)
     if not callable(fn):
@@ -280,5 +372,4 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     if verbose:
         sys.stdout.write(result.line() + "\n")  # one write: the line reaches a notebook as one output
         result._printed = True
-    _record(result)
     return result

@@ -1,8 +1,12 @@
-"""The task framework of the grading checks (chapters 01 and 02): what a graded exercise is, and the registry.
+"""The task framework of the grading checks (chapters 01–04): what a graded exercise is, and the registry.
 
 A :class:`Task` holds the course's reference implementation, the :class:`Case` inputs a student's
-function is compared on and the hints (a general one, and one per known mistake, :class:`WrongAnswer`).
-:func:`check <capsule_lab.grading.checking.check>` looks tasks up here by id (``"02.routing_step"``).
+function is compared on, the hints (a general one, and one per known mistake, :class:`WrongAnswer`), the
+name of the function the student writes in the exercise notebook (``function``) and the package
+functions that *are* the answer (``answers``: while the student's function is checked or graded they
+refuse to run, see :mod:`capsule_lab.grading.lock`). :func:`check <capsule_lab.grading.checking.check>`
+and the grader look tasks up here by id (``"02.routing_step"``); the registry, not the notebook, says
+which tasks a chapter has.
 
 Each chapter's tasks live in their own module, which builds its tasks and hands them to :func:`register`:
 ``tasks_01.py`` (chapter 01: ``01.squash``, ``01.margin_loss``, ``01.primary_capsules``) and
@@ -19,7 +23,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["Case", "WrongAnswer", "Task", "TASKS", "ALIASES", "register", "task_ids", "get_task",
+__all__ = ["Case", "WrongAnswer", "Task", "TASKS", "register", "task_ids", "get_task",
            "tasks_for_chapter", "generator", "randn"]
 
 
@@ -51,7 +55,9 @@ class Task:
     """A graded exercise: the reference, the inputs it is checked on and the hints.
 
     ``outputs`` names the tensors the function returns (one name: a single tensor; several: a tuple);
-    ``input_names`` the floating-point inputs, for messages about gradients (default: "argument 1", …).
+    ``input_names`` the floating-point inputs, for messages about gradients (default: "argument 1", …);
+    ``function`` the name the exercise notebook gives the student's function (the grader looks it up);
+    ``answers`` the package functions that compute the answer (the reference is always one of them).
     """
 
     id: str
@@ -64,54 +70,58 @@ class Task:
     wrong_answers: tuple = ()
     nonfinite_hint: str = ""
     input_names: tuple = ()
+    function: str = ""
+    answers: tuple = ()
 
     @property
     def chapter(self) -> str:
         return self.id.split(".", 1)[0]
 
+    @property
+    def refused(self) -> tuple:
+        """The functions refused while the student's function runs: the reference and ``answers``."""
+        return tuple(dict.fromkeys((self.reference, *self.answers)))
+
 
 #: The registered tasks by id, in registration order (chapter by chapter); filled by :func:`register`.
 TASKS: dict[str, Task] = {}
 
-#: Other names accepted by :func:`check <capsule_lab.grading.checking.check>` (the instructors' guide uses
-#: ``02.routing``); filled by :func:`register`.
-ALIASES: dict[str, str] = {}
 
 
-def register(*tasks: Task, aliases: dict[str, str] | None = None) -> None:
-    """Add a chapter's tasks (and other names for them) to the registry; each chapter's module calls this once.
+def register(*tasks: Task) -> None:
+    """Add a chapter's tasks to the registry; each chapter's module calls this once.
 
-    Raises ``ValueError`` for an id that is already registered or an alias of an unknown task.
+    Raises ``ValueError`` for an id that is already registered, an id not of the form ``NN.name``, a task
+    without the name of the student's function, or an answer that is not a plain Python function.
     """
     for task in tasks:
-        if task.id in TASKS or task.id in ALIASES:
+        if task.id in TASKS:
             raise ValueError(f"task {task.id!r} is already registered")
+        if not (len(task.chapter) == 2 and task.chapter.isdigit() and "." in task.id):
+            raise ValueError(f"task id {task.id!r} must look like 'NN.name'")
+        if not task.function.isidentifier():
+            raise ValueError(f"task {task.id!r} must name the student's function (function=...)")
+        for fn in task.refused:
+            if not hasattr(fn, "__code__"):
+                raise ValueError(f"task {task.id!r}: answer {fn!r} is not a plain Python function")
         TASKS[task.id] = task
-    for alias, target in (aliases or {}).items():
-        if alias in TASKS or alias in ALIASES:
-            raise ValueError(f"task {alias!r} is already registered")
-        if target not in TASKS:
-            raise ValueError(f"alias {alias!r} names the unknown task {target!r}")
-        ALIASES[alias] = target
 
 
 def task_ids() -> list[str]:
-    """All task ids, sorted. Chapters 01–02."""
+    """All task ids, sorted. Chapters 01–04."""
     return sorted(TASKS)
 
 
 def get_task(task_id: str) -> Task:
-    """The :class:`Task` with this id (or alias); ``ValueError`` listing the known tasks otherwise."""
-    tid = ALIASES.get(task_id, task_id) if isinstance(task_id, str) else task_id
-    if tid not in TASKS:
+    """The :class:`Task` with this id; ``ValueError`` listing the known tasks otherwise."""
+    if not isinstance(task_id, str) or task_id not in TASKS:
         raise ValueError(f"unknown task {task_id!r}: known tasks are {', '.join(task_ids())}")
-    return TASKS[tid]
+    return TASKS[task_id]
 
 
 def tasks_for_chapter(chapter: str) -> list[Task]:
-    """The tasks of one chapter (``"01"`` → every ``01.*`` task), in registry order."""
+    """The tasks of one chapter (``"01"`` → every ``01.*`` task), in registry order (empty if none)."""
     return [t for t in TASKS.values() if t.chapter == chapter]
-
 
 
 # ---------------------------------------------------------------- helpers for the chapters' cases

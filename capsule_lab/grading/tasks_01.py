@@ -59,7 +59,8 @@ _SQUASH_WRONG = (
     WrongAnswer("unit vector", lambda s, dim=-1: s / torch.sqrt(_norm2(s, dim) + 1e-16),
                 "you returned the unit vector s/‖s‖: multiply it by ‖s‖²/(1+‖s‖²) so that short vectors "
                 "shrink towards 0 and long ones to a length just below 1."),
-    WrongAnswer("last dim only", lambda s, dim=-1: squash(s, dim=-1),
+    WrongAnswer("last dim only", lambda s, dim=-1: _norm2(s, -1) / (1 + _norm2(s, -1)) * s / torch.sqrt(
+        _norm2(s, -1) + 1e-16),
                 "you squashed along the last dimension: squash along `dim` (use it in every sum/norm)."),
 )
 
@@ -180,14 +181,15 @@ register(
          nonfinite_hint="at or near s = 0 your squash gives nan or inf: put a tiny ε inside the square root, "
                         "‖s‖ = sqrt(‖s‖² + ε²), instead of dividing by ‖s‖ = 0; for long vectors avoid "
                         "forming ‖s‖² · s before dividing.",
-         input_names=("s",)),
+         input_names=("s",), function="squash", answers=(squash,)),
     Task("01.margin_loss", "Margin loss", 1, _ref_margin_loss, _margin_cases,
          hint="L = Σ_k T_k max(0, 0.9 − ‖v_k‖)² + 0.5 (1 − T_k) max(0, ‖v_k‖ − 0.1)², T = one-hot of the labels; "
               "sum over the classes k, mean over the batch (chapter 01, section on the margin loss).",
          outputs=("loss",), wrong_answers=_MARGIN_WRONG,
-         input_names=("lengths",)),
+         input_names=("lengths",), function="margin_loss", answers=(margin_loss,)),
     Task("01.primary_capsules", "Primary capsules", 1, _ref_primary, _primary_cases,
          hint="capsule (h, w, c) is conv_out[b, c·D:(c+1)·D, h, w]: view as (B, C, D, H, W), permute to "
               "(B, H, W, C, D), reshape to (B, H·W·C, D) (chapter 01, section on primary capsules).",
-         outputs=("capsules",), wrong_answers=_PRIMARY_WRONG),
+         outputs=("capsules",), wrong_answers=_PRIMARY_WRONG, function="primary_capsules",
+         answers=(conv_to_capsules,)),
 )

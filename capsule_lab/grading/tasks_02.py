@@ -1,5 +1,5 @@
 """The graded exercises of chapter 02 (dynamic routing): ``02.couplings``, ``02.routing_step``,
-``02.dynamic_routing`` (also accepted as ``02.routing``, the name the instructors' guide uses).
+``02.dynamic_routing``.
 
 Each task has the course's reference (from :mod:`capsule_lab.routing`), the seeded random and edge-case
 inputs it is checked on, the known wrong answers with their hints and a general hint pointing to its
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..capsules import squash
-from ..routing import agreement, dynamic_routing, routing_step
+from ..routing import agreement, dynamic_routing, routing_step, vote_free_routing
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 
@@ -71,12 +71,16 @@ def _step_softmax_inputs(u, b):
     return v, b + torch.einsum("bijd,bjd->bij", u, v)
 
 
+def _step_poses(u, b):
+    return squash(torch.einsum("bij,bijd->bjd", torch.softmax(b, dim=-1), u))
+
+
 def _step_no_update(u, b):
-    return routing_step(u, b).poses, b
+    return _step_poses(u, b), b
 
 
 def _step_detached(u, b):
-    v = routing_step(u, b).poses
+    v = _step_poses(u, b)
     return v, b + torch.einsum("bijd,bjd->bij", u, v).detach()
 
 
@@ -163,18 +167,19 @@ register(
          outputs=("couplings",), wrong_answers=_COUPLINGS_WRONG,
          nonfinite_hint="large logits overflow exp(): subtract max_j b_ij before exponentiating (the softmax "
                         "does not change), or use torch.softmax(b, dim=-1).",
-         input_names=("logits",)),
+         input_names=("logits",), function="couplings"),
     Task("02.routing_step", "One routing iteration", 2, _ref_routing_step, _routing_step_cases,
          hint="c = softmax_j(b); s_j = Σ_i c_ij û_{j|i}; v_j = squash(s_j); return (v, b + ⟨û_{j|i}, v_j⟩) with "
               "nothing detached (chapter 02, routing iteration by iteration).",
          outputs=("poses", "new_logits"), wrong_answers=_ROUTING_STEP_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
-         input_names=("votes", "logits")),
+         input_names=("votes", "logits"), function="routing_step",
+         answers=(routing_step, agreement, dynamic_routing, vote_free_routing)),
     Task("02.dynamic_routing", "Dynamic routing", 2, _ref_dynamic_routing, _dynamic_cases,
          hint="start from b = 0; repeat `iterations` times: c = softmax_j(b), v = squash(Σ_i c û), b ← b + ⟨û, v⟩; "
               "return the last v, shape (B, J, D), nothing detached (chapter 02, the vectorised routing).",
          outputs=("poses",), wrong_answers=_DYNAMIC_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
-         input_names=("votes",)),
-    aliases={"02.routing": "02.dynamic_routing"},  # the instructors' guide uses 02.routing
+         input_names=("votes",), function="dynamic_routing",
+         answers=(dynamic_routing, vote_free_routing, routing_step, agreement)),
 )

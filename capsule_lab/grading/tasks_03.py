@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from ..gradients import softmax_jacobian, squash_jacobian
-from ..routing import dynamic_routing
+from ..capsules import squash
+from ..gradients import softmax_jacobian, squash_jacobian, vote_gradient
+from ..routing import dynamic_routing, routing_step, vote_free_routing
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 
@@ -68,11 +69,20 @@ def _term1_cases() -> list:
     ]
 
 
+def _through_squash(s, grad_v):
+    """(∂v/∂s)ᵀ ∂L/∂v in plain torch (the wrong answers must not call the functions the task refuses)."""
+    n = s.norm(dim=-1, keepdim=True)
+    unit = s / n.clamp_min(1e-30)
+    along = (unit * grad_v).sum(dim=-1, keepdim=True)
+    return n / (1 + n ** 2) * grad_v + n * (1 - n ** 2) / (1 + n ** 2) ** 2 * along * unit
+
+
 _TERM1_WRONG = (
     WrongAnswer("squash Jacobian forgotten", lambda c, s, gv: c.unsqueeze(-1) * gv.unsqueeze(1),
                 "term 1 is c_im · ∂L/∂s_m, and ∂L/∂s = (∂v/∂s)ᵀ ∂L/∂v: pass ∂L/∂v back through the squash "
                 "(chapter 03, eq. of the squash Jacobian)."),
-    WrongAnswer("coupling forgotten", lambda c, s, gv: _ref_term1(torch.ones_like(c), s, gv),
+    WrongAnswer("coupling forgotten",
+                lambda c, s, gv: torch.ones_like(c).unsqueeze(-1) * _through_squash(s, gv).unsqueeze(1),
                 "s_m = Σ_i c_im û_{m|i}, so the vote û_{m|i} reaches s_m multiplied by c_im: scale by the coupling."),
     WrongAnswer("plain-norm Jacobian", lambda c, s, gv: c.unsqueeze(-1) * (
         gv * (s.norm(dim=-1, keepdim=True) / (1 + s.norm(dim=-1, keepdim=True) ** 2))).unsqueeze(1),
@@ -100,7 +110,11 @@ def _detached_cases() -> list:
 
 
 def _full_routing(votes, iterations):
-    return dynamic_routing(votes, iterations).poses
+    b = torch.zeros(votes.shape[:3], dtype=votes.dtype)
+    for _ in range(iterations):
+        v = squash(torch.einsum("bij,bijd->bjd", torch.softmax(b, dim=-1), votes))
+        b = b + torch.einsum("bijd,bjd->bij", votes, v)
+    return v
 
 
 _DETACHED_WRONG = (
@@ -118,17 +132,19 @@ register(
          _softmax_jacobian_cases,
          hint="∂c_j/∂b_k = c_j (δ_jk − c_k) over the last dimension: diag(c) − c cᵀ, shape (..., J, J) "
               "(chapter 03, section 3).",
-         outputs=("jacobian",), wrong_answers=_SOFTMAX_JACOBIAN_WRONG, input_names=("couplings",)),
+         outputs=("jacobian",), wrong_answers=_SOFTMAX_JACOBIAN_WRONG, input_names=("couplings",),
+         function="softmax_jacobian"),
     Task("03.constant_coupling_gradient", "The constant-coupling gradient (term 1)", 2, _ref_term1, _term1_cases,
          hint="term 1 of ∂L/∂û_{m|i} is c_im (∂v/∂s)(s_m)ᵀ ∂L/∂v_m, shape (B, I, J, D); the squash Jacobian is "
               "f(n) I + n f'(n) ŝŝᵀ with f(n) = n/(1 + n²) (chapter 03, section 2).",
          outputs=("term1",), wrong_answers=_TERM1_WRONG,
          nonfinite_hint="compute ŝ = s/‖s‖ and f(n) without dividing by zero.",
-         input_names=("couplings", "sums", "grad_poses")),
+         input_names=("couplings", "sums", "grad_poses"), function="term1",
+         answers=(squash_jacobian, vote_gradient)),
     Task("03.detached_routing", "Dynamic routing with detached couplings", 2, _ref_detached, _detached_cases,
          hint="Sabour's routing, but the weighted sum uses c.detach(): same poses, and the gradient w.r.t. the "
               "votes is term 1 only (chapter 03, sections 1 and 5).",
          outputs=("poses",), wrong_answers=_DETACHED_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
-         input_names=("votes",)),
+         input_names=("votes",), function="routing", answers=(dynamic_routing, vote_free_routing, routing_step)),
 )

@@ -12,6 +12,8 @@ import math
 
 import torch
 
+from ..diagnostics import (active_mask, activation_stats, dead_mask, routing_dynamics,
+                           routing_dynamics_per_capsule)
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 
@@ -194,13 +196,16 @@ register(
     Task("04.dyr", "Dynamic routing coefficient", 2, _ref_dyr, _dyr_cases,
          hint="dyr = mean over lower capsules i and targets j of std_k(c[k, i, j]) (over the images, ddof 0), "
               "divided by √((1 − 1/n)/n); return a 0-d tensor (chapter 04, routing dynamics).",
-         outputs=("dyr",), wrong_answers=_DYR_WRONG, input_names=("couplings",)),
+         outputs=("dyr",), wrong_answers=_DYR_WRONG, input_names=("couplings",), function="dyr",
+         answers=(routing_dynamics, routing_dynamics_per_capsule)),
     Task("04.dead_capsules", "The dead-capsule mask", 1, _ref_dead, _dead_cases,
          hint="dead_j = (mean_k ‖u_kj‖ ≤ ε₁) and (std_k ‖u_kj‖ ≤ ε₂), over the images (dim 0), std with ddof 0; "
               "return a bool tensor of shape (n,) (chapter 04, capsule activation).",
-         outputs=("dead",), wrong_answers=_DEAD_WRONG, input_names=("norms",)),
+         outputs=("dead",), wrong_answers=_DEAD_WRONG, input_names=("norms",), function="dead_capsules",
+         answers=(dead_mask, activation_stats)),
     Task("04.active_rate", "The rate of active capsules", 1, _ref_active_rate, _active_cases,
          hint="car = (1/k Σ_images Σ_capsules 1[‖u‖ ≥ ε]) / n, a 0-d tensor in the dtype of the norms "
               "(chapter 04, capsule activation).",
-         outputs=("car",), wrong_answers=_ACTIVE_WRONG, input_names=("norms",)),
+         outputs=("car",), wrong_answers=_ACTIVE_WRONG, input_names=("norms",), function="active_rate",
+         answers=(active_mask, activation_stats)),
 )

@@ -1,0 +1,226 @@
+"""The evaluation child of ``capsule-lab grade``: the student's functions run on the grader's inputs here.
+
+Used for every chapter's exercises (chapters 01–04). :mod:`capsule_lab.grading.evaluation` starts this
+module as its own process (``python -I``, calling :func:`run` with WORKDIR), in a new session, and kills
+it when a task runs past its time limit. Nothing this process writes decides a score: it only turns the
+student's functions into *values* (plain tensors), which the grader compares with the answers it
+computed itself. In order, it
+
+1. reads the grader's request (``WORKDIR/request.pt``: the notebook's code cells, the tasks, their inputs);
+2. refuses the chapter's answers for good (:func:`~capsule_lab.grading.lock.refuse_for_good`) and installs
+   an audit hook (:func:`sys.addaudithook`, which cannot be removed) that refuses to re-read those
+   modules' source (``importlib.reload``, ``exec`` of the file), to start processes (where the reference
+   would run unrefused) and to call C functions through ctypes;
+3. runs the notebook's *definitions*, cell by cell (:func:`definitions`): its imports, function and class
+   definitions and top-level assignments — not its expression statements (``check(...)``, prints), loops,
+   ``if``/``with``/``try`` blocks or IPython magics — each statement with a time limit, errors noted and
+   skipped, as a kernel would go on after a failing cell;
+4. for each task, looks up the function the exercise asks for by its name and runs it on every case
+   (:func:`~capsule_lab.grading.checking.run_student`), writing ``WORKDIR/result-K.pt`` (``torch.save`` of
+   plain data) before the next task.
+
+Progress is written to ``WORKDIR/progress`` (``loading N`` / ``task K``) so that the grader can tell which
+statement or task ran out of time.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import sys
+
+__all__ = ["definitions", "main", "run"]
+
+_KEPT = ("Import", "ImportFrom", "FunctionDef", "AsyncFunctionDef", "ClassDef", "Assign", "AnnAssign",
+         "AugAssign")
+_MAGIC = re.compile(r"^(\s*)[%!]")
+
+
+class _Overtime(BaseException):
+    """A statement of the notebook ran past its time limit while the definitions were loading."""
+
+
+def definitions(sources: list[str]) -> list[tuple[int, ast.Module]]:
+    """The statements the child runs, as ``(cell index, one-statement module)``, in notebook order.
+
+    ``sources`` are the notebook's code cells (index = position among all cells; ``None`` for other
+    cells). Line magics and shell lines (``%pip``, ``!ls``) become ``pass``; a cell magic (``%%time``) or a
+    cell that does not parse is skipped. Only imports, ``def``/``class`` and assignments at the top level
+    of a cell are kept.
+    """
+    out = []
+    for index, source in enumerate(sources):
+        if source is None or source.lstrip().startswith("%%"):
+            continue
+        lines = [_MAGIC.sub(r"\1pass  # ", line) for line in source.split("\n")]
+        try:
+            tree = ast.parse("\n".join(lines), filename=f"<cell {index}>")
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if type(node).__name__ in _KEPT:
+                out.append((index, ast.Module(body=[node], type_ignores=[])))
+    return out
+
+
+def _write(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+_SPAWNING = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+             "pty.spawn")
+_FOREIGN = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata")
+_UNIMPORTABLE = ("_posixsubprocess", "_ctypes", "ctypes")
+
+
+def _audit_hook(forbidden: frozenset):
+    """From now on: refuse to open the answers' modules again, to start processes, to call C functions
+    through ctypes and to import the modules that would do either without an audit event."""
+
+    def hook(event, args):
+        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            try:
+                path = os.path.realpath(os.fsdecode(args[0]))
+            except (TypeError, ValueError):
+                return
+            if path in forbidden:
+                raise PermissionError(f"the grader refuses to open {path} while your functions are graded")
+        elif event.startswith(_SPAWNING) or (event == "import" and args and args[0] in _UNIMPORTABLE):
+            raise PermissionError("the grader does not let your functions start processes")
+        elif event.startswith(_FOREIGN):
+            raise PermissionError("the grader does not let your functions call C code through ctypes")
+
+    return hook
+
+
+def _disarm_spawning() -> None:
+    """Drop every reference to the process-starting primitive that raises no audit event
+    (``_posixsubprocess.fork_exec``): in ``subprocess``, ``sys.modules`` and the interpreter's copy of
+    the module's dict, so that not even :mod:`gc` can find it afterwards."""
+    import gc
+    import subprocess
+
+    module = sys.modules.pop("_posixsubprocess", None)
+    fork_exec = getattr(module, "fork_exec", None)
+    for name in ("_fork_exec", "_posixsubprocess"):
+        if hasattr(subprocess, name):
+            setattr(subprocess, name, None)
+    if fork_exec is not None:
+        for holder in gc.get_referrers(fork_exec):
+            if isinstance(holder, dict):
+                for key in [k for k, v in holder.items() if v is fork_exec]:
+                    del holder[key]
+            elif isinstance(holder, list):
+                holder[:] = [v for v in holder if v is not fork_exec]
+    del module, fork_exec
+    gc.collect()
+
+
+def _forbidden_files(functions) -> frozenset:
+    import importlib.util
+
+    files = set()
+    for fn in functions:
+        src = os.path.realpath(fn.__code__.co_filename)
+        files.add(src)
+        try:
+            files.add(os.path.realpath(importlib.util.cache_from_source(src)))
+        except (NotImplementedError, ValueError):
+            pass
+    return frozenset(files)
+
+
+def main(workdir: str) -> int:
+    """Run one evaluation (see the module docstring); the exit status is 0 unless the request is unusable."""
+    import torch
+
+    from . import TASKS  # the registry, all chapters
+    from .checking import _NotImplemented, run_student, to_record
+    from .lock import refuse_for_good
+
+    from .checking import Expected
+    from .tasks import Case
+
+    request = torch.load(os.path.join(workdir, "request.pt"), weights_only=True)
+    tasks = [TASKS[t["id"]] for t in request["tasks"]]
+    answers = [fn for task in TASKS.values() if task.chapter == request["chapter"] for fn in task.refused]
+    forbidden = _forbidden_files(answers)
+    refuse_for_good(answers)
+    _disarm_spawning()
+    sys.addaudithook(_audit_hook(forbidden))
+    progress = os.path.join(workdir, "progress")
+    _write(os.path.join(workdir, "ready"), b"")
+
+    # the notebook's folder, last: local helper modules import, but nothing already imported is shadowed
+    sys.path.append(request["folder"])
+    namespace: dict = {"__name__": "__main__", "__builtins__": __builtins__}
+    limit = float(request["statement_timeout"])
+
+    def overtime(signum, frame):
+        raise _Overtime()
+
+    errors = []
+    for n, (cell, module) in enumerate(definitions(request["sources"])):
+        if n in request["skip"]:
+            errors.append({"cell": cell, "statement": n, "error": "skipped: it did not finish in an earlier run"})
+            continue
+        _write(progress, f"loading {n}".encode())
+        try:
+            signal.signal(signal.SIGALRM, overtime)
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            exec(compile(module, f"<cell {cell}>", "exec"), namespace)
+        except _Overtime:
+            errors.append({"cell": cell, "statement": n, "error": f"did not finish within {limit:g} s"})
+        except BaseException as err:  # noqa: BLE001 - the student's code may raise anything
+            errors.append({"cell": cell, "statement": n, "error": f"{type(err).__name__}: {err}"[:500]})
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    _write(os.path.join(workdir, "loaded.pt"), _dumps({"errors": errors}))
+
+    for k, (task, spec) in enumerate(zip(tasks, request["tasks"])):
+        if k < request["start"]:
+            continue
+        _write(progress, f"task {k}".encode())
+        fn = namespace.get(task.function)
+        if not callable(fn):
+            result = {"found": False}
+        else:
+            try:
+                cases = [Expected(Case(c["name"], tuple(c["args"]), dict(c["kwargs"]), c["grad"]), c["weights"], None)
+                         for c in spec["cases"]]
+                got = run_student(task, fn, cases, refuse=False)  # the answers are refused for good above
+                result = {"found": True, "not_implemented": False, "cases": [to_record(g) for g in got]}
+            except _NotImplemented:
+                result = {"found": True, "not_implemented": True, "cases": []}
+            except BaseException as err:  # noqa: BLE001 - e.g. a result that cannot be turned into plain data
+                result = {"found": True, "not_implemented": False, "cases": [],
+                          "failure": f"{type(err).__name__}: {err}"[:500]}
+        _write(os.path.join(workdir, f"result-{k}.pt"), _dumps(result))
+    return 0
+
+
+def _dumps(obj) -> bytes:
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def run(workdir: str) -> None:
+    """The child's entry point: output to /dev/null (nobody reads it), :func:`main`, then exit at once."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    status = 1
+    try:
+        status = main(workdir)
+    finally:
+        os._exit(status)

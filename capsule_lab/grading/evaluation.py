@@ -1,0 +1,210 @@
+"""Scoring a notebook's functions in a process the grader owns (``capsule-lab grade``, chapters 01–04).
+
+The grade of a task comes from here, never from what ran in the student's kernel:
+
+1. :func:`prepare`: the grader computes every task's inputs and the reference's answers itself, in its
+   own process, before any student code runs (and keeps them for the rest of the process);
+2. :func:`evaluate`: it starts :mod:`capsule_lab.grading.child` in a new session with the notebook's code
+   cells and each task's *inputs* (never the answers), gives each task ``task_timeout`` seconds and kills
+   the child's whole session when one runs over (then starts a new child for the remaining tasks);
+3. the child sends back plain tensors (``torch.save``; read here with ``torch.load(weights_only=True)``
+   and checked field by field), and the grader compares them with its own answers
+   (:func:`~capsule_lab.grading.checking.verdict`).
+
+A task scores its points only with status ``passed``; otherwise ``wrong``, ``error``, ``timeout``,
+``not found`` (no function of the expected name) or ``refused`` (the function called the package's answer).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .checking import NOT_IMPLEMENTED, Expected, expected, from_record, verdict
+from .processes import kill_session, start_in_new_session
+from .tasks import Task
+
+__all__ = ["STATUSES", "prepare", "evaluate"]
+
+#: Every status a graded task can have; only ``passed`` earns points.
+STATUSES = ("passed", "wrong", "error", "timeout", "not found", "refused")
+
+_EXPECTED: dict[str, list[Expected]] = {}
+_DIGEST: list[str] = []           # the package's source as the grader first saw it (before student code)
+_STARTUP_TIMEOUT = 120.0          # seconds for the child to import torch and the package
+_MAX_RESULT_BYTES = 64 * 2 ** 20  # a result file larger than this is not read
+_MAX_LOAD_RESTARTS = 3
+_POLL = 0.02
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _package_digest() -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(_PACKAGE_ROOT, "capsule_lab").rglob("*.py")):
+        digest.update(str(path).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def prepare(tasks: Sequence[Task]) -> None:
+    """Compute (once per process) the inputs and the reference's answers of ``tasks``, in this process;
+    the first call also fingerprints the package's source files (the evaluation child imports them)."""
+    if not _DIGEST:
+        _DIGEST.append(_package_digest())
+    for task in tasks:
+        if task.id not in _EXPECTED:
+            _EXPECTED[task.id] = expected(task)
+
+
+def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], statement_timeout: float,
+             start: int, skip: list) -> dict:
+    specs = []
+    for task in tasks:
+        cases = [{"name": e.case.name, "args": list(e.case.args), "kwargs": dict(e.case.kwargs),
+                  "grad": e.case.grad, "weights": e.weights} for e in _EXPECTED[task.id]]
+        specs.append({"id": task.id, "cases": cases})  # the inputs only: the answers stay here
+    return {"chapter": chapter, "folder": str(folder), "sources": sources, "tasks": specs, "start": start,
+            "skip": list(skip), "statement_timeout": float(statement_timeout)}
+
+
+def _outcome(task: Task, status: str, problem: str | None = None, hint: str | None = None) -> dict:
+    passed = status == "passed"
+    hint = "" if passed else (task.hint if hint is None else hint)
+    message = f"passed all {len(_EXPECTED[task.id])} cases" if passed else f"{problem} — hint: {hint}"
+    return {"points": task.points if passed else 0, "max_points": task.points, "status": status,
+            "passed": passed, "message": message, "hint": hint}
+
+
+def _judge(task: Task, path: Path) -> dict:
+    """The outcome of one task from the child's result file (untrusted: any defect is an ``error``)."""
+    try:
+        if path.stat().st_size > _MAX_RESULT_BYTES:
+            raise ValueError("the result is too large")
+        result = torch.load(path, weights_only=True)
+        if not isinstance(result, dict) or not isinstance(result.get("found"), bool):
+            raise ValueError("malformed result")
+        if not result["found"]:
+            return _outcome(task, "not found", f"no function named `{task.function}` in the notebook")
+        if result.get("not_implemented") is True:
+            return _outcome(task, "error", NOT_IMPLEMENTED)
+        if isinstance(result.get("failure"), str):
+            return _outcome(task, "error", f"your function's result could not be read: {result['failure']}")
+        cases = result.get("cases")
+        if not isinstance(cases, list) or not cases or len(cases) > len(_EXPECTED[task.id]):
+            raise ValueError("malformed result")
+        got = [from_record(c, task) for c in cases]
+    except Exception as err:  # noqa: BLE001 - whatever the child wrote, it earns nothing
+        return _outcome(task, "error", f"the evaluation returned no usable result ({type(err).__name__}: {err})")
+    status, problem, hint = verdict(task, _EXPECTED[task.id], got)
+    return _outcome(task, status, problem, hint)
+
+
+def _progress(workdir: Path, prefix: str) -> int | None:
+    try:
+        text = (workdir / "progress").read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    word, _, number = text.partition(" ")
+    return int(number) if word == prefix and number.isdigit() else None
+
+
+def evaluate(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task],
+             task_timeout: float = 60.0, env: dict | None = None) -> dict:
+    """Score ``tasks`` on the functions the notebook's code cells define (see the module docstring).
+
+    ``sources``: the notebook's cells' sources, ``None`` for non-code cells; ``folder``: the notebook's
+    folder (the child's working directory). Returns ``{"tasks": {id: outcome}, "definition_errors": [...],
+    "grading_error": None or why the evaluation itself failed, "evaluations": number of child processes}``;
+    each outcome is ``{points, max_points, status, passed, message, hint}``.
+    """
+    if not isinstance(task_timeout, (int, float)) or task_timeout <= 0:
+        raise ValueError(f"task_timeout must be a positive number of seconds, got {task_timeout!r}")
+    prepare(tasks)
+    folder = Path(folder).resolve()
+    env = dict(os.environ if env is None else env)
+    outcomes: dict[str, dict] = {}
+    definition_errors: list = []
+    skip: list[int] = []
+    start, runs, load_failures, grading_error = 0, 0, 0, None
+    load_timeout = 2 * task_timeout + 10
+
+    while start < len(tasks) and grading_error is None:
+        if _package_digest() != _DIGEST[0]:  # the child would import changed code: trust nothing it says
+            grading_error = ("capsule_lab's source files changed during grading (did a student's code write "
+                             "to them?): reinstall the package and grade again, read-only this time")
+            break
+        workdir = Path(tempfile.mkdtemp(prefix="capsule-lab-evaluation-"))
+        torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip), workdir / "request.pt")
+        bootstrap = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
+                     "from capsule_lab.grading.child import run; run(sys.argv[1])")
+        proc = start_in_new_session([sys.executable, "-I", "-c", bootstrap, str(workdir)], cwd=str(folder),
+                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        runs += 1
+        phase, k = "starting", start
+        deadline = time.monotonic() + _STARTUP_TIMEOUT
+        try:
+            while True:
+                exited = proc.poll() is not None
+                now = time.monotonic()
+                if phase == "starting" and (workdir / "ready").exists():
+                    phase, deadline = "loading", now + load_timeout
+                if phase == "loading" and (workdir / "loaded.pt").exists():
+                    try:
+                        loaded = torch.load(workdir / "loaded.pt", weights_only=True)
+                        if isinstance(loaded, dict) and isinstance(loaded.get("errors"), list):
+                            definition_errors = [e for e in loaded["errors"] if isinstance(e, dict)][:100]
+                    except Exception:  # noqa: BLE001 - the child's word about its own loading is only reported
+                        pass
+                    phase, deadline = "tasks", now + task_timeout
+                if phase == "tasks":
+                    while k < len(tasks) and (workdir / f"result-{k}.pt").exists():
+                        outcomes[tasks[k].id] = _judge(tasks[k], workdir / f"result-{k}.pt")
+                        k, deadline = k + 1, now + task_timeout
+                    if k >= len(tasks):
+                        start = k
+                        break
+                overtime = now > deadline
+                if not (exited or overtime):
+                    time.sleep(_POLL)
+                    continue
+                # the child exited early, or ran out of time: decide, then (maybe) start another one
+                how = (f"did not finish within {task_timeout:g} s" if overtime
+                       else f"ended the evaluation process (exit status {proc.returncode})")
+                if phase == "starting":
+                    grading_error = ("the evaluation process did not start "
+                                     + ("in time" if overtime else f"(exit status {proc.returncode})"))
+                elif phase == "loading":
+                    load_failures += 1
+                    n = _progress(workdir, "loading")
+                    if n is None or n in skip or load_failures > _MAX_LOAD_RESTARTS:
+                        for task in tasks[start:]:
+                            outcomes[task.id] = _outcome(
+                                task, "timeout" if overtime else "error",
+                                f"the notebook's definitions did not finish loading ({how})")
+                        start = len(tasks)
+                    else:
+                        skip.append(n)
+                else:
+                    outcomes[tasks[k].id] = _outcome(tasks[k], "timeout" if overtime else "error",
+                                                     f"`{tasks[k].function}` {how}")
+                    start = k + 1
+                break
+        finally:
+            kill_session(proc)
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    if grading_error is not None:
+        for task in tasks:
+            outcomes.setdefault(task.id, _outcome(task, "error", f"not graded: {grading_error}"))
+    return {"tasks": {t.id: outcomes[t.id] for t in tasks}, "definition_errors": definition_errors,
+            "grading_error": grading_error, "evaluations": runs}

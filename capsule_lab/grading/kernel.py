@@ -1,0 +1,166 @@
+"""Running a student's notebook in a kernel for its outputs and errors (``capsule-lab grade``, chapters 01–04).
+
+:func:`run_notebook` executes an in-memory copy of the notebook with nbclient, a per-cell time limit and a
+cap on each cell's stored output, and reports which cells raised, which timed out and whether the kernel
+had to be replaced. The kernel's run is reported to the instructor but decides no score
+(:mod:`capsule_lab.grading.evaluation` does that). A cell that runs past its limit is interrupted and
+execution goes on with the next cell; when the kernel no longer answers after the interrupt (a loop that
+swallows ``KeyboardInterrupt``) or dies (``os._exit``), it is shut down at once and the remaining cells
+run in a fresh kernel, without the earlier cells' state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+__all__ = ["TIMEOUT_ENAME", "run_notebook"]
+
+TIMEOUT_ENAME = "CellTimeoutError"
+_WARM_UP = '__import__("capsule_lab.grading")'
+_WARM_UP_TIMEOUT = 300.0
+_MAX_OUTPUT_CHARS = 200_000  # per cell; more is dropped (a student printing in a loop must not exhaust memory)
+
+
+class _KernelStuck(Exception):
+    pass
+
+
+def _grading_client_class():
+    from nbclient import NotebookClient
+
+    class GradingClient(NotebookClient):
+        """An nbclient client that caps each cell's stored output and records errors and timeouts."""
+
+        def __init__(self, *args, grace: float = 10.0, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.grace = grace
+            self.cell_errors: list = []
+            self.timeout_cells: list = []
+            self.current_cell: int | None = None
+            self._output_chars: dict = {}
+            self.on_cell_error = self._on_cell_error
+            self.on_cell_execute = self._on_cell_execute
+            self.on_notebook_start = self._warm_up
+
+        async def _on_cell_execute(self, cell, cell_index):
+            self.current_cell = cell_index
+
+        async def _warm_up(self, notebook):
+            """Import the package (torch included) before the first cell, so that the per-cell time limit
+            measures the student's code, not the library's import; binds no name in the kernel."""
+            from queue import Empty
+
+            from jupyter_core.utils import ensure_async
+
+            msg_id = await ensure_async(self.kc.execute(_WARM_UP, silent=True, store_history=False))
+            deadline = time.monotonic() + _WARM_UP_TIMEOUT
+            while time.monotonic() < deadline:
+                try:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=deadline - time.monotonic()))
+                except Empty:
+                    return
+                if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                    return
+
+        def output(self, outs, msg, display_id, cell_index):
+            used = self._output_chars.get(cell_index, 0)
+            if used >= _MAX_OUTPUT_CHARS:
+                return None
+            out = super().output(outs, msg, display_id, cell_index)
+            if out is not None:
+                used += len(json.dumps(out, default=str))
+                self._output_chars[cell_index] = used
+                if used >= _MAX_OUTPUT_CHARS:
+                    import nbformat
+
+                    outs.append(nbformat.v4.new_output(
+                        "stream", name="stderr", text="\n[output truncated by the grader]\n"))
+            return out
+
+        async def _on_cell_error(self, cell, cell_index, execute_reply):
+            content = execute_reply.get("content", {})
+            if content.get("ename") == TIMEOUT_ENAME:
+                self.timeout_cells.append(cell_index)
+                if not await self._kernel_responds():
+                    raise _KernelStuck(cell_index)
+                return
+            self.cell_errors.append({"cell": cell_index, "ename": str(content.get("ename", "")),
+                                     "evalue": str(content.get("evalue", ""))[:2000]})
+
+        async def _kernel_responds(self) -> bool:
+            """After an interrupt: does the kernel answer a kernel_info request within ``grace`` seconds?"""
+            from queue import Empty
+
+            from jupyter_core.utils import ensure_async
+
+            msg_id = await ensure_async(self.kc.kernel_info())
+            deadline = time.monotonic() + self.grace
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                try:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=remaining))
+                except Empty:
+                    return False
+                if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                    return True
+
+    return GradingClient
+
+
+def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str = "python3",
+                 env: dict | None = None) -> dict:
+    """Execute the cells of ``nb`` (a NotebookNode, changed in place: outputs) in a fresh kernel.
+
+    Each cell may run ``timeout`` seconds. Returns ``{"cell_errors": [{cell, ename, evalue}],
+    "timeout_cells": [...], "kernel_restarts": [{cell, why}], "kernel_died": bool, "aborted": None or
+    why execution stopped early, "kernel_error": None or why no kernel could run at all}``; cell indices
+    count all cells from 0.
+    """
+    import nbformat
+    from nbclient.exceptions import DeadKernelError
+
+    client_class = _grading_client_class()
+    report = {"cell_errors": [], "timeout_cells": [], "kernel_restarts": [], "kernel_died": False,
+              "aborted": None, "kernel_error": None}
+    start = 0
+    while start < len(nb.cells):
+        part = nbformat.v4.new_notebook(metadata=nb.metadata, cells=nb.cells[start:])
+        client = client_class(
+            part, timeout=max(1, int(round(timeout))), kernel_name=kernel_name, allow_errors=True,
+            interrupt_on_timeout=True, record_timing=False, store_widget_state=False,
+            shutdown_kernel="immediate",
+            error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": f"cell did not finish within {timeout:g} s",
+                              "traceback": []},
+            grace=max(5.0, min(30.0, float(timeout))),
+            resources={"metadata": {"path": str(folder)}},
+        )
+        restart_after, why = None, None
+        try:
+            client.execute(env=env)
+        except _KernelStuck as err:
+            restart_after, why = err.args[0], "the kernel did not respond after the timeout"
+        except DeadKernelError:
+            report["kernel_died"] = True
+            restart_after, why = client.current_cell, "the kernel died"
+        except Exception as err:  # noqa: BLE001 - a broken kernel spec, a failed start: report, don't crash a batch
+            if client.current_cell is None:
+                report["kernel_error"] = f"{type(err).__name__}: {err}"
+            else:
+                report["aborted"] = f"{type(err).__name__}: {err}; later cells were not run"
+        report["cell_errors"] += [{**e, "cell": e["cell"] + start} for e in client.cell_errors]
+        report["timeout_cells"] += [c + start for c in client.timeout_cells]
+        if restart_after is None or report["kernel_error"] or report["aborted"]:
+            if why is not None:
+                report["aborted"] = f"{why}; later cells were not run"
+            break
+        cell = restart_after + start
+        report["kernel_restarts"].append({"cell": cell, "why": why})
+        if len(report["kernel_restarts"]) > 10:
+            report["aborted"] = f"{why} in cell {cell} (more than 10 restarts); later cells were not run"
+            break
+        start = cell + 1
+    return report
