@@ -12,7 +12,8 @@
      (not an overlay that shows nothing);
    - show no test marker (`NBVAL_...`, `nbval-...`): cells are tagged, never commented;
    - show every figure at ≥ 75 % of its stored size at desktop width (its text stays ≥ 9 px);
-   - have widgets that respond to their controls or none (the book shows a note and the static figure);
+   - have widgets that respond to their controls or none (the book shows a note and the static figure),
+     and no output that takes room but shows nothing (hidden progress bars);
    - open its navigation with the header button and reach another chapter through a link in it (both
      widths), and at phone width open the page's contents with its header button.
    A full-page screenshot of every page at both widths is saved under `_build/screenshots/` (a build
@@ -56,8 +57,6 @@ VIEWPORTS = {
 # A figure may be shown at 75 % of its stored size at least (an 800 px figure in a ~620 px column).
 MIN_FIGURE_SCALE = 0.75
 TEST_MARKER = re.compile(r"NBVAL_[A-Z_]+|nbval-[a-z-]+")
-# Widget controls as the vendored html-manager draws them.
-WIDGET_CONTROLS = ".jupyter-widgets .noUi-handle, .jupyter-widgets input, .jupyter-widgets select, .jupyter-widgets button"
 
 pytestmark = [pytest.mark.book, pytest.mark.slow, pytest.mark.xdist_group("book")]
 
@@ -291,24 +290,51 @@ def _check_contents_button(page) -> list[str]:
     return []
 
 
+# What a widget shows apart from its controls (the controls redraw themselves even without a kernel).
+_WIDGET_CONTENT_JS = r"""
+root => {
+  const copy = root.cloneNode(true);
+  copy.querySelectorAll('.widget-slider, .widget-hslider, .widget-vslider, .widget-dropdown, .widget-select, '
+                        + '.widget-toggle-buttons, .widget-button, .widget-checkbox, .widget-text, '
+                        + '.widget-readout, .widget-label, input, select, button, label').forEach(e => e.remove());
+  return copy.innerHTML;
+}
+"""
+
+
+# Outputs that take room but show nothing (a hidden progress bar's box, an empty widget view).
+_BLANK_OUTPUTS_JS = r"""
+() => Array.from(document.querySelectorAll('div.cell_output > *')).filter(o => {
+  const r = o.getBoundingClientRect();
+  if (r.height <= 24) return false;
+  if ((o.innerText || '').trim()) return false;
+  const shown = 'img, svg, canvas, video, iframe, mjx-container, input, select, button, .noUi-handle';
+  return !(o.matches(shown) || o.querySelector(shown));
+}).map(o => Math.round(o.getBoundingClientRect().height))
+"""
+
+
 def _check_widgets(page) -> list[str]:
-    """Every widget control present changes what the widget shows (none present is fine)."""
+    """Every widget with a slider shows something else once the slider moves (no widget at all is fine)."""
     problems: list[str] = []
-    widgets = page.locator(".cell_output .jupyter-widgets.widget-container, .cell_output .widget-vbox")
-    controls = page.locator(WIDGET_CONTROLS)
-    if not controls.count():
-        return problems
+    widgets = page.locator(".widget-subarea")
     for i in range(widgets.count()):
         widget = widgets.nth(i)
         handles = widget.locator(".noUi-handle, input[type=range]")
         if not handles.count():
             continue
-        before = widget.inner_html()
+        readout = widget.locator(".widget-readout").first
+        before_value = readout.inner_text() if readout.count() else None
+        before = widget.evaluate(_WIDGET_CONTENT_JS)
         handles.first.focus()
         page.keyboard.press("ArrowRight")
-        page.wait_for_timeout(800)
-        if widget.inner_html() == before:
-            problems.append(f"widget {i}: moving its slider changes nothing (no kernel in the static book)")
+        page.wait_for_timeout(1_000)
+        if readout.count() and readout.inner_text() == before_value:
+            page.keyboard.press("ArrowLeft")  # at the end of its range: move the other way
+            page.wait_for_timeout(1_000)
+        if widget.evaluate(_WIDGET_CONTENT_JS) == before:
+            problems.append(f"widget {i}: moving its slider changes nothing it shows "
+                            "(no kernel in the static book: show the static figure and a note instead)")
     return problems
 
 
@@ -397,6 +423,8 @@ def test_page_works_in_browser(context, server: str, page_name: str):
         text = page.evaluate("() => document.body.innerText")
         problems += [f"test marker visible: {m!r}" for m in sorted(set(TEST_MARKER.findall(text)))]
         problems += _check_widgets(page)
+        problems += [f"an output {h} px tall shows nothing (a hidden progress bar?)"
+                     for h in page.evaluate(_BLANK_OUTPUTS_JS)]
 
         folder = SCREENSHOTS / width
         folder.mkdir(parents=True, exist_ok=True)
