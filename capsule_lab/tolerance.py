@@ -106,7 +106,7 @@ def accuracy_tolerance(percent: float, n: int, k: float = 4.0) -> float:
 
 def expect(name: str, value, reference, *, abs_tol: float | None = None, rel_tol: float | None = None,
            why: str, fmt: str = ".4g", profile: Profile | str | None = None, measured_on: str = "quick",
-           verbose: bool = True) -> float:
+           verbose: bool = True) -> None:
     """Check that ``value`` lies within ``reference`` ± tolerance, print it, and fail loudly if it does not.
 
     Args:
@@ -121,7 +121,7 @@ def expect(name: str, value, reference, *, abs_tol: float | None = None, rel_tol
             :func:`~capsule_lab.profiles.profile_name`. The band is checked only when it is ``measured_on``.
         verbose: print the one-line result (a failure is always raised).
 
-    Returns the value as a float, so the call can sit inside an expression.
+    Returns nothing, so a check on a cell's last line adds no output of its own.
 
     Raises:
         OutOfBand: the value is outside the band (or not finite).
@@ -147,13 +147,12 @@ def expect(name: str, value, reference, *, abs_tol: float | None = None, rel_tol
     if ran != measured_on:
         if verbose:
             print(f"  {name}: {shown} (its band was measured for the {measured_on} profile; not checked on {ran})")
-        return value
+        return
     if value not in band:
         raise OutOfBand(f"{name} = {shown} is outside its band [{band.low:{fmt}}, {band.high:{fmt}}] "
                         f"({band.describe()})")
     if verbose:
         print(f"  ✓ {name}: {shown}, within {band.describe()}")
-    return value
 
 
 def _aligned(name: str, items, keys: list | None):
@@ -169,14 +168,14 @@ def _aligned(name: str, items, keys: list | None):
 
 def expect_each(name: str, values, references, *, abs_tol=None, rel_tol: float | None = None,
                 why: str, profile: Profile | str | None = None, measured_on: str = "quick",
-                verbose: bool = True) -> list[float]:
+                verbose: bool = True) -> None:
     """:func:`expect` for a row or table of numbers, reported in one line.
 
     ``values`` and ``references`` are sequences of the same length (e.g. a table's column, layer by
     layer), or dicts with the same keys (the key names the entry in an error). ``abs_tol`` is one width
     for all entries or one per entry (a sequence or dict aligned with the values); ``rel_tol`` is one
     width for all. Every entry is checked; a failure lists all entries outside their bands, not only the
-    first. Returns the values as floats.
+    first. Returns nothing.
 
     Chapter 02.
     """
@@ -194,11 +193,11 @@ def expect_each(name: str, values, references, *, abs_tol=None, rel_tol: float |
     if len(tolerances) != len(values):
         raise ValueError(f"abs_tol must hold one width per value ({len(values)}), got {len(tolerances)}")
     keys = keys if keys is not None else list(range(len(values)))
-    checked, failures = [], []
+    failures = []
     for key, value, reference, tol in zip(keys, values, references, tolerances):
         try:
-            checked.append(expect(f"{name}[{key}]", value, reference, abs_tol=tol, rel_tol=rel_tol, why=why,
-                                  profile=profile, measured_on=measured_on, verbose=False))
+            expect(f"{name}[{key}]", value, reference, abs_tol=tol, rel_tol=rel_tol, why=why, profile=profile,
+                   measured_on=measured_on, verbose=False)
         except OutOfBand as error:
             failures.append(str(error))
     if failures:
@@ -217,4 +216,3 @@ def expect_each(name: str, values, references, *, abs_tol=None, rel_tol: float |
         else:
             print(f"  {name}: {len(values)} values (their bands were measured for the {measured_on} profile; "
                   f"not checked on {ran})")
-    return checked
