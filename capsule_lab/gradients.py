@@ -29,7 +29,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from .capsules import squash, squash_exp
-from .routing import _softmax_backward, check_votes, dynamic_routing
+from .routing import check_votes, dynamic_routing, softmax_backward
 
 __all__ = [
     "softmax_jacobian",
@@ -144,7 +144,7 @@ def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int
         return torch.einsum("bjed,bje->bjd", squash_jacobian(states.sums[t], activation), grad_v)
 
     def into_logits(t: int, grad_c: torch.Tensor) -> torch.Tensor:      # ∂L/∂b^(t) = softmax'(c^(t))ᵀ ∂L/∂c^(t)
-        return _softmax_backward(states.couplings[t], grad_c, dim=-1)
+        return softmax_backward(states.couplings[t], grad_c, dim=-1)
 
     grad_s = through_squash(K - 1, grad_poses)
     term1 = states.couplings[K - 1].unsqueeze(-1) * grad_s.unsqueeze(1)

@@ -6,22 +6,26 @@ transformation matrix W_ij (the part that learns part–whole geometry):
     û_{j|i} = W_ij u_i          W: (I, J, D_out, D_in)
 
 and a router (dynamic routing, uniform routing, or the routers of later chapters) turns the votes
-``(B, I, J, D_out)`` into output poses ``(B, J, D_out)``.
+``(B, I, J, D_out)`` into output poses ``(B, J, D_out)``. A router is an object (or a function) called as
+``router(votes)``; one whose class declares ``takes_weights = True`` (the
+:class:`~capsule_lab.routing.VoteFreeRouter`) is called as ``router(u, weight)`` and never sees the votes.
 """
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Callable
+from typing import Callable, Union
 
 import torch
 from torch import nn
 
-from .routing import RoutingResult, dynamic_routing, uniform_routing, vote_free_routing
+from .routing import DetachedRouter, DynamicRouter, Router, RoutingResult, UniformRouter, VoteFreeRouter
 
-__all__ = ["capsule_votes", "make_router", "CapsuleLayer"]
+__all__ = ["capsule_votes", "make_router", "CapsuleLayer", "ROUTER_NAMES"]
 
-Router = Callable[[torch.Tensor], RoutingResult]
+RouterLike = Union[Router, Callable[[torch.Tensor], RoutingResult]]
+
+#: the names :func:`make_router` knows
+ROUTER_NAMES = ("dynamic", "detached", "vote_free", "uniform")
 
 
 def capsule_votes(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -39,15 +43,25 @@ def capsule_votes(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 def make_router(name: str = "dynamic", iterations: int = 3, **options) -> Router:
-    """A router by name: ``"dynamic"`` (Sabour's routing with ``iterations`` and ``options``) or ``"uniform"``.
+    """A router object by name, ``iterations`` and ``options``.
+
+    ``"dynamic"`` → :class:`~capsule_lab.routing.DynamicRouter` (Sabour's routing; ``options`` are
+    :func:`~capsule_lab.routing.dynamic_routing`'s keywords), ``"detached"`` →
+    :class:`~capsule_lab.routing.DetachedRouter`, ``"vote_free"`` → :class:`~capsule_lab.routing.VoteFreeRouter`
+    (called with ``(u, weight)``), ``"uniform"`` → :class:`~capsule_lab.routing.UniformRouter` (``iterations``
+    ignored; option ``activation``). Anything else raises ``ValueError``.
 
     Chapter 02.
     """
     if name == "dynamic":
-        return partial(dynamic_routing, iterations=iterations, **options)
+        return DynamicRouter(iterations, **options)
+    if name == "detached":
+        return DetachedRouter(iterations, **options)
+    if name == "vote_free":
+        return VoteFreeRouter(iterations, **options)
     if name == "uniform":
-        return partial(uniform_routing, **options)
-    raise ValueError(f"unknown router {name!r}: expected 'dynamic' or 'uniform'")
+        return UniformRouter(**options)
+    raise ValueError(f"unknown router {name!r}: expected one of {', '.join(map(repr, ROUTER_NAMES))}")
 
 
 class CapsuleLayer(nn.Module):
@@ -56,32 +70,42 @@ class CapsuleLayer(nn.Module):
     Args:
         in_caps, in_dim: number I and dimension D_in of the input capsules.
         out_caps, out_dim: number J and dimension D_out of the output capsules.
-        router: a function ``votes → RoutingResult``; default: dynamic routing with 3 iterations.
+        router: a router object (:mod:`capsule_lab.routing.routers`) or a function ``votes → RoutingResult``;
+            default: ``DynamicRouter(3)``. A router whose class declares ``takes_weights = True``
+            (:class:`~capsule_lab.routing.VoteFreeRouter`) is called as ``router(u, weight)``.
         init_std: standard deviation of the normal initialisation of W.
-        vote_free: when the router is dynamic routing (as made by :func:`make_router`), compute it with
-            :func:`~capsule_lab.routing.vote_free_routing` — same result, without materialising the votes.
-            Set it to False to run the readable :func:`~capsule_lab.routing.dynamic_routing` on the votes.
+        vote_free: when the router declares an equivalent vote-free form (``router.vote_free_form()``, as
+            :class:`~capsule_lab.routing.DynamicRouter` does), run that form — same result, without
+            materialising the votes. Set it to False to run the readable routing on the votes.
 
     Chapter 02.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int,
-                 router: Router | None = None, init_std: float = 0.01, vote_free: bool = True):
+                 router: RouterLike | None = None, init_std: float = 0.01, vote_free: bool = True):
         super().__init__()
         self.vote_free = vote_free
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         self.weight = nn.Parameter(torch.randn(in_caps, out_caps, out_dim, in_dim) * init_std)
-        self.router = router if router is not None else make_router("dynamic", 3)
+        self.router = router if router is not None else DynamicRouter(3)
 
     def votes(self, u: torch.Tensor) -> torch.Tensor:
         return capsule_votes(u, self.weight)
 
+    def routed_by(self) -> RouterLike:
+        """The router :meth:`forward` runs: ``self.router``, or its vote-free form when ``vote_free``."""
+        router = self.router
+        if self.vote_free and not getattr(router, "takes_weights", False):
+            form = router.vote_free_form() if isinstance(router, Router) else None
+            if form is not None:
+                return form
+        return router
+
     def forward(self, u: torch.Tensor) -> RoutingResult:
-        r = self.router
-        if (self.vote_free and isinstance(r, partial) and r.func is dynamic_routing and not r.args
-                and not r.keywords.get("history")):
-            return vote_free_routing(u, self.weight, **r.keywords)
-        return r(self.votes(u))
+        router = self.routed_by()
+        if getattr(router, "takes_weights", False):
+            return router(u, self.weight)
+        return router(self.votes(u))
 
     def extra_repr(self) -> str:
         return f"{self.in_caps}x{self.in_dim} -> {self.out_caps}x{self.out_dim}"

@@ -21,6 +21,7 @@ from torch import nn
 
 from .capsules import PrimaryCapsules, margin_loss, squash_exp
 from .layers import CapsuleLayer, make_router
+from .routing import DynamicRouter, UniformRouter, VoteFreeRouter
 
 __all__ = ["CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss",
            "DeepCapsNetConfig", "DeepCapsNetOutput", "RoutingLayer", "DeepCapsNet"]
@@ -127,10 +128,12 @@ class CapsNet(nn.Module):
         self.conv = nn.Conv2d(c.in_channels, c.conv_channels, c.conv_kernel)
         self.primary = PrimaryCapsules(c.conv_channels, c.primary_types, c.primary_dim,
                                        c.primary_kernel, c.primary_stride)
-        if router is None:
-            options = ({"detach_votes": c.detach_votes, "detach_couplings": c.detach_couplings}
-                       if c.routing == "dynamic" else {})
-            router = make_router(c.routing, c.iterations, **options)
+        if router is None:  # the config chooses: dynamic routing runs vote-free, from (u, W)
+            if c.routing == "dynamic":
+                router = VoteFreeRouter(c.iterations, detach_votes=c.detach_votes,
+                                        detach_couplings=c.detach_couplings)
+            else:
+                router = make_router(c.routing, c.iterations)
         self.digits = CapsuleLayer(c.primary_caps, c.primary_dim, c.classes, c.class_dim,
                                    router=router, init_std=c.init_std)
         self.decoder = (Decoder(c.classes, c.class_dim, c.decoder_hidden, c.image_size, c.in_channels)
@@ -261,10 +264,10 @@ class RoutingLayer(nn.Module):
             options = {"activation": squash_exp}
             if self.prior is not None:
                 options["prior_logits"] = self.prior      # the same Parameter object: learned through the router
-            router = make_router("dynamic", iterations, **options)
+            router = DynamicRouter(iterations, **options)
         elif routing == "uniform":
             self.prior = None
-            router = make_router("uniform", activation=squash_exp)
+            router = UniformRouter(activation=squash_exp)
         else:
             raise ValueError(f"routing must be 'dynamic' or 'uniform', got {routing!r}")
         # 16 × 16 capsules of dimension 8 are small: the readable routing on materialised votes is faster here.

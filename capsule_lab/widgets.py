@@ -28,7 +28,7 @@ import torch
 from IPython.display import display
 
 from . import viz
-from .routing import RoutingResult, agreement, check_votes, routing_step
+from .routing import RoutingResult, check_votes, dynamic_routing
 
 __all__ = [
     "toy_votes",
@@ -83,8 +83,8 @@ def scaled_routing(votes: torch.Tensor, iterations: int = 3, scale: float = 1.0,
 
     ``scale = 1`` is Sabour's Algorithm 1 (the result equals :func:`capsule_lab.routing.dynamic_routing`);
     a larger scale acts like a lower softmax temperature (the couplings polarise faster), ``scale = 0``
-    leaves them uniform. Built from :func:`capsule_lab.routing.routing_step` and
-    :func:`capsule_lab.routing.agreement`. votes ``(B, I, J, D)``.
+    leaves them uniform. The one routing procedure, :func:`capsule_lab.routing.dynamic_routing` with
+    ``agreement_scale=scale``. votes ``(B, I, J, D)``.
 
     Chapter 02 (the routing explorer).
     """
@@ -93,16 +93,7 @@ def scaled_routing(votes: torch.Tensor, iterations: int = 3, scale: float = 1.0,
         raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not np.isfinite(scale):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
-    B, I, J, _ = votes.shape
-    logits = votes.new_zeros(B, I, J)
-    steps = []
-    for r in range(iterations):
-        step = routing_step(votes, logits)
-        steps.append(step)
-        if r < iterations - 1:
-            logits = logits + scale * agreement(votes, step.poses)
-    result = steps[-1]
-    return result._replace(history=tuple(steps)) if history else result
+    return dynamic_routing(votes, int(iterations), agreement_scale=scale, history=history)
 
 
 def _toy(votes) -> torch.Tensor:
@@ -339,7 +330,6 @@ def polarised_gradient_terms(iterations: int = 3, polarisation: float = 0.0, see
     """
     from .capsules import margin_loss
     from .gradients import vote_gradient
-    from .routing import dynamic_routing
 
     if isinstance(polarisation, bool) or not isinstance(polarisation, (int, float)) or not np.isfinite(polarisation):
         raise ValueError(f"polarisation must be a finite number, got {polarisation!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..capsules import squash
-from ..routing import agreement, dynamic_routing, routing_step, vote_free_routing
+from ..routing import DynamicRouter, VoteFreeRouter, agreement, dynamic_routing, routing_step, vote_free_routing
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 
@@ -174,12 +174,14 @@ register(
          outputs=("poses", "new_logits"), wrong_answers=_ROUTING_STEP_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
          input_names=("votes", "logits"), function="routing_step",
-         answers=(routing_step, agreement, dynamic_routing, vote_free_routing)),
+         answers=(routing_step, agreement, dynamic_routing, vote_free_routing,
+                  DynamicRouter.__call__, VoteFreeRouter.__call__)),
     Task("02.dynamic_routing", "Dynamic routing", 2, _ref_dynamic_routing, _dynamic_cases,
          hint="start from b = 0; repeat `iterations` times: c = softmax_j(b), v = squash(Σ_i c û), b ← b + ⟨û, v⟩; "
               "return the last v, shape (B, J, D), nothing detached (chapter 02, the vectorised routing).",
          outputs=("poses",), wrong_answers=_DYNAMIC_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
          input_names=("votes",), function="dynamic_routing",
-         answers=(dynamic_routing, vote_free_routing, routing_step, agreement)),
+         answers=(dynamic_routing, vote_free_routing, routing_step, agreement,
+                  DynamicRouter.__call__, VoteFreeRouter.__call__)),
 )

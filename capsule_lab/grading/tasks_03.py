@@ -13,7 +13,7 @@ import torch
 
 from ..capsules import squash
 from ..gradients import softmax_jacobian, squash_jacobian, vote_gradient
-from ..routing import dynamic_routing, routing_step, vote_free_routing
+from ..routing import DynamicRouter, VoteFreeRouter, dynamic_routing, routing_step, vote_free_routing
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 
@@ -146,5 +146,6 @@ register(
               "votes is term 1 only (chapter 03, sections 1 and 5).",
          outputs=("poses",), wrong_answers=_DETACHED_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
-         input_names=("votes",), function="routing", answers=(dynamic_routing, vote_free_routing, routing_step)),
+         input_names=("votes",), function="routing",
+         answers=(dynamic_routing, vote_free_routing, routing_step, DynamicRouter.__call__, VoteFreeRouter.__call__)),
 )

@@ -1,0 +1,230 @@
+"""The routing procedure: how lower capsules send their votes to higher capsules, written once.
+
+Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``); the gradients through it in chapter 03.
+
+Shapes (the course's conventions):
+    votes     û_{j|i}   (B, I, J, D)   batch, input capsules, output capsules, output dimension
+    logits    b_ij      (B, I, J)
+    couplings c_ij      (B, I, J)      for dynamic routing Σ_j c_ij = 1 (softmax over the *outputs*)
+    poses     v_j       (B, J, D)
+
+Dynamic routing (Sabour et al., 2017, Algorithm 1), for r iterations:
+
+    c_ij = softmax_j(b_ij)                   (eq. 3)
+    s_j  = Σ_i c_ij û_{j|i}                  (eq. 2)
+    v_j  = squash(s_j)                       (eq. 1)
+    b_ij ← b_ij + ⟨û_{j|i}, v_j⟩             (agreement)
+
+Nothing is detached by default: gradients flow through the couplings into the votes exactly as the
+algorithm is written. The two common shortcuts are explicit keywords: ``detach_votes`` (votes are
+constants in all but the last iteration, as many implementations do) and ``detach_couplings`` (the
+couplings are constants in the backward pass, chapter 03's "detached" network). The routing
+explorer's variant (chapter 02) scales the logit update, ``b_ij ← b_ij + scale · ⟨û_{j|i}, v_j⟩``
+(``agreement_scale``). Every router in :mod:`capsule_lab.routing.routers` runs this one procedure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Optional
+
+import torch
+
+from ..capsules import squash
+
+__all__ = [
+    "RoutingResult",
+    "Router",
+    "check_votes",
+    "check_iterations",
+    "check_logits",
+    "agreement",
+    "softmax_backward",
+    "routing_step",
+    "dynamic_routing",
+    "uniform_routing",
+]
+
+
+class RoutingResult(NamedTuple):
+    """What a router returns.
+
+    poses: ``(B, J, D)`` output capsules v_j.
+    couplings: ``(B, I, J)`` the coupling coefficients that produced ``poses``.
+    logits: ``(B, I, J)`` the logits b_ij whose softmax over j gives ``couplings``.
+    history: one :class:`RoutingResult` per iteration (empty unless asked for with ``history=True``).
+    """
+
+    poses: torch.Tensor
+    couplings: torch.Tensor
+    logits: torch.Tensor
+    history: tuple = ()
+
+
+class Router:
+    """A router: an object called as ``router(votes) → RoutingResult``, votes ``(B, I, J, D)``.
+
+    What it needs (iterations, options) it takes at construction. A router that computes its result from
+    the input capsules and the layer's weights instead of the votes says so in its class with
+    ``takes_weights = True`` and is called as ``router(u, weight)`` (see
+    :class:`~capsule_lab.routing.vote_free.VoteFreeRouter`). A router with an equivalent vote-free form
+    returns it from :meth:`vote_free_form` (``None``: it has none).
+
+    Chapter 02.
+    """
+
+    #: called as ``router(u, weight)`` rather than ``router(votes)``
+    takes_weights = False
+
+    def __call__(self, votes: torch.Tensor) -> RoutingResult:
+        raise NotImplementedError
+
+    def vote_free_form(self):
+        """An equivalent router called with ``(u, weight)``, or ``None`` when there is none."""
+        return None
+
+
+def check_votes(votes) -> None:
+    """Raise ``ValueError`` unless ``votes`` is a floating tensor of shape ``(B, I, J, D)``."""
+    if not isinstance(votes, torch.Tensor) or votes.dim() != 4 or not votes.is_floating_point():
+        got = tuple(votes.shape) if isinstance(votes, torch.Tensor) else type(votes).__name__
+        raise ValueError(f"votes must be a floating tensor of shape (B, I, J, D), got {got}")
+    if 0 in votes.shape:
+        raise ValueError(f"votes must have shape (B, I, J, D) with no empty dimension, got {tuple(votes.shape)}")
+
+
+def check_iterations(iterations) -> None:
+    """Raise ``ValueError`` unless ``iterations`` is an integer ≥ 1 (not a bool). Chapter 02."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+
+
+def check_logits(logits: torch.Tensor, B: int, I: int, J: int, like: torch.Tensor, name: str) -> torch.Tensor:
+    """Logits of shape (B, I, J) or (I, J), in ``like``'s dtype, expanded to (B, I, J); else ``ValueError``.
+
+    Chapter 02.
+    """
+    if not isinstance(logits, torch.Tensor) or tuple(logits.shape) not in {(B, I, J), (I, J)}:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"{name} must have shape (B, I, J) = ({B}, {I}, {J}) or (I, J), got {got}")
+    return logits.to(like.dtype).expand(B, I, J)
+
+
+def agreement(votes: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
+    """The agreement ``a_ij = ⟨û_{j|i}, v_j⟩`` between each vote and the output it voted for: ``(B, I, J)``.
+
+    Chapter 02.
+    """
+    check_votes(votes)
+    B, _, J, D = votes.shape
+    if not isinstance(poses, torch.Tensor) or tuple(poses.shape) != (B, J, D):
+        got = tuple(poses.shape) if isinstance(poses, torch.Tensor) else type(poses).__name__
+        raise ValueError(f"poses must have shape (B, J, D) = ({B}, {J}, {D}), got {got}")
+    return torch.einsum("bijd,bjd->bij", votes, poses)
+
+
+def routing_step(
+    votes: torch.Tensor,
+    logits: torch.Tensor,
+    activation: Callable[[torch.Tensor], torch.Tensor] = squash,
+    *,
+    detach_couplings: bool = False,
+) -> RoutingResult:
+    """One iteration of dynamic routing, without the logit update: c = softmax_j(b), s = Σ_i c û, v = squash(s).
+
+    Returns a :class:`RoutingResult` whose ``logits`` are the ones given (expanded to ``(B, I, J)``). The
+    next iteration's logits are ``logits + agreement(votes, result.poses)``. ``detach_couplings``: the
+    weighted sum uses ``c.detach()`` (the returned couplings are not detached). logits ``(B, I, J)`` or
+    ``(I, J)``.
+
+    Chapter 02 (routing iteration by iteration).
+    """
+    check_votes(votes)
+    logits = check_logits(logits, *votes.shape[:3], votes, "logits")
+    couplings = torch.softmax(logits, dim=2)
+    c = couplings.detach() if detach_couplings else couplings
+    poses = activation(torch.einsum("bij,bijd->bjd", c, votes))
+    return RoutingResult(poses, couplings, logits)
+
+
+def dynamic_routing(
+    votes: torch.Tensor,
+    iterations: int = 3,
+    prior_logits: Optional[torch.Tensor] = None,
+    *,
+    detach_votes: bool = False,
+    detach_couplings: bool = False,
+    activation: Callable[[torch.Tensor], torch.Tensor] = squash,
+    history: bool = False,
+    agreement_scale: float = 1.0,
+) -> RoutingResult:
+    """Routing-by-agreement, exactly Sabour et al.'s Algorithm 1: the one routing procedure of the package.
+
+    A loop over :func:`routing_step`; between two steps the logits take the agreement
+    (:func:`agreement`). Every option is an explicit keyword; the defaults are Algorithm 1.
+
+    Args:
+        votes: ``(B, I, J, D)`` predictions û_{j|i} = W_ij u_i.
+        iterations: number of routing iterations r ≥ 1 (Sabour: 3).
+        prior_logits: initial logits b, ``(B, I, J)`` or ``(I, J)`` (e.g. learned priors); zeros if None.
+        detach_votes: use ``votes.detach()`` in every iteration but the last, so that gradients reach the
+            votes only through the final weighted sum (a common implementation shortcut, off by default).
+        detach_couplings: treat the couplings as constants in the backward pass (chapter 03).
+        activation: the squash to apply to s_j (``squash`` or ``squash_exp``).
+        history: also return the result of every iteration in ``.history``.
+        agreement_scale: the logit update is ``b ← b + agreement_scale · ⟨û_{j|i}, v_j⟩`` (1: Algorithm 1;
+            larger: couplings polarise faster; 0: they stay at the softmax of the prior; the routing explorer).
+
+    Returns:
+        :class:`RoutingResult` with the final poses, the couplings that produced them and their logits.
+
+    Chapter 02.
+    """
+    check_votes(votes)
+    check_iterations(iterations)
+    if (isinstance(agreement_scale, bool) or not isinstance(agreement_scale, (int, float))
+            or not math.isfinite(agreement_scale)):
+        raise ValueError(f"agreement_scale must be a finite number, got {agreement_scale!r}")
+    B, I, J, _ = votes.shape
+    if prior_logits is None:
+        logits = votes.new_zeros(B, I, J)
+    else:
+        logits = check_logits(prior_logits, B, I, J, votes, "prior_logits")
+    steps = []
+    for r in range(iterations):
+        last = r == iterations - 1
+        u = votes.detach() if (detach_votes and not last) else votes
+        step = routing_step(u, logits, activation, detach_couplings=detach_couplings)
+        steps.append(step)
+        if not last:
+            a = agreement(u, step.poses)
+            logits = logits + (a if agreement_scale == 1 else agreement_scale * a)
+    result = steps[-1]
+    return result._replace(history=tuple(steps)) if history else result
+
+
+def uniform_routing(
+    votes: torch.Tensor,
+    activation: Callable[[torch.Tensor], torch.Tensor] = squash,
+) -> RoutingResult:
+    """No routing: every input capsule sends its vote to every output with the same weight c_ij = 1/J.
+
+    The baseline that chapters 03 and 04 compare dynamic routing against.
+
+    Chapter 02.
+    """
+    check_votes(votes)
+    B, I, J, _ = votes.shape
+    logits = votes.new_zeros(B, I, J)
+    couplings = votes.new_full((B, I, J), 1.0 / J)
+    poses = activation(votes.sum(dim=1) / J)
+    return RoutingResult(poses, couplings, logits)
+
+
+def softmax_backward(c: torch.Tensor, grad_c: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """Gradient w.r.t. the logits of c = softmax over ``dim``, given the gradient w.r.t. c:
+    ``c ⊙ (g − ⟨g, c⟩)``, the softmax Jacobian c_j(δ_jk − c_k) applied without forming it.
+
+    Chapters 02 (the vote-free backward) and 03.
+    """
+    return c * (grad_c - (grad_c * c).sum(dim=dim, keepdim=True))
