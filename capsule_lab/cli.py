@@ -41,7 +41,7 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _data(args: argparse.Namespace) -> int:
-    from .data import fetch_all
+    from .data import fetch_all  # heavy (torch): imported by the command that needs it
 
     report = fetch_all(args.root, online=args.online)
     for source, where in report.items():
@@ -59,7 +59,7 @@ def _assign_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assign(args: argparse.Namespace) -> int:
-    from .grading.assign import assign, out_of_date
+    from .grading.assign import assign, out_of_date  # heavy: imported by the command that needs it
 
     if args.check:
         stale = out_of_date(args.solutions, args.exercises)
@@ -103,7 +103,7 @@ def _grade_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grading import grade
+    from .grading import grade  # heavy: imported by the command that needs it
 
     if args.timeout <= 0:
         raise ValueError("--timeout must be a positive number of seconds")
@@ -153,7 +153,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import main_routing
+    from .bench import main_routing  # heavy: imported by the command that needs it
 
     print(main_routing(args.device, args.repeats, tuple(args.shapes), not args.no_memory))
     return 0

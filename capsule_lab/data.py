@@ -151,7 +151,7 @@ def load_mnist(train: bool = True, source: str = "auto", root=None, download: bo
 
     Chapter 02.
     """
-    from torchvision.datasets import MNIST
+    from torchvision.datasets import MNIST  # heavy: only when needed
 
     _check_source(source)
     root = data_root(root)
@@ -179,7 +179,7 @@ def load_fashion_mnist(train: bool = True, source: str = "auto", root=None, down
 
     Chapter 05 (and the bench of chapter 08).
     """
-    from torchvision.datasets import FashionMNIST
+    from torchvision.datasets import FashionMNIST  # heavy: only when needed
 
     _check_source(source)
     root = data_root(root)
@@ -210,7 +210,7 @@ def fetch_all(root=None, online: bool = False) -> dict:
         except (DataSourceError, subprocess.CalledProcessError, OSError) as err:
             report[name] = f"unavailable: {err}"
     if online:
-        from torchvision.datasets import MNIST, FashionMNIST
+        from torchvision.datasets import MNIST, FashionMNIST  # heavy: only when needed
 
         for cls in (MNIST, FashionMNIST):
             try:

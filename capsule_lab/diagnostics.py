@@ -34,6 +34,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .modes import eval_mode
+from .training import batches
+
 __all__ = [
     "ACTIVE_EPS", "DEAD_MEAN_EPS", "DEAD_STD_EPS",
     "active_mask", "dead_mask", "activation_stats",
@@ -241,25 +244,21 @@ def collect_capsules(model: torch.nn.Module, data: Dataset, batch_size: int = 50
 
     Chapter 04.
     """
-    from .training import batches  # here, not at the top: training imports models, models nothing from here
-
     device = torch.device(device or next(model.parameters()).device)
-    was_training = model.training
-    model.eval()
     norms, couplings, labels, predictions = None, None, [], []
-    for x, y in batches(data, batch_size):
-        out = model(x.to(device))
-        if not hasattr(out, "capsules") or not hasattr(out, "couplings"):
-            raise ValueError("model(x) must return .capsules and .couplings (e.g. capsule_lab.models.DeepCapsNet)")
-        if norms is None:
-            norms, couplings = [[] for _ in out.capsules], [[] for _ in out.couplings]
-        for store, u in zip(norms, out.capsules):
-            store.append(u.norm(dim=-1).float().cpu())
-        for store, c in zip(couplings, out.couplings):
-            store.append(c.float().cpu())
-        labels.append(y.cpu())
-        predictions.append(out.lengths.argmax(dim=1).cpu())
-    model.train(was_training)
+    with eval_mode(model):
+        for x, y in batches(data, batch_size):
+            out = model(x.to(device))
+            if not hasattr(out, "capsules") or not hasattr(out, "couplings"):
+                raise ValueError("model(x) must return .capsules and .couplings (e.g. capsule_lab.models.DeepCapsNet)")
+            if norms is None:
+                norms, couplings = [[] for _ in out.capsules], [[] for _ in out.couplings]
+            for store, u in zip(norms, out.capsules):
+                store.append(u.norm(dim=-1).float().cpu())
+            for store, c in zip(couplings, out.couplings):
+                store.append(c.float().cpu())
+            labels.append(y.cpu())
+            predictions.append(out.lengths.argmax(dim=1).cpu())
     if norms is None:
         raise ValueError("cannot collect capsules on an empty dataset")
     return CapsuleRecord([torch.cat(n) for n in norms], [torch.cat(c) for c in couplings],

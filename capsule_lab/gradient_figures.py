@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
-from .viz import _array
+from .viz import to_numpy
 
 __all__ = ["routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",
            "plot_gradient_history"]
@@ -111,8 +111,8 @@ def plot_gradient_terms(couplings, term1, term2, title: str | None = None) -> Fi
     """One sample's couplings ``(I, J)`` as a heat map, beside the per-input-capsule norms of the two
     gradient terms ``(I,)`` each (‖term 1‖ and ‖term 2‖ over all output capsules and dimensions). Chapter 03.
     """
-    c = _array(couplings, "couplings")
-    t1, t2 = _array(term1, "term1"), _array(term2, "term2")
+    c = to_numpy(couplings, "couplings")
+    t1, t2 = to_numpy(term1, "term1"), to_numpy(term2, "term2")
     if c.ndim != 2 or t1.shape != (c.shape[0],) or t2.shape != (c.shape[0],):
         raise ValueError(f"couplings must be (I, J) and term1, term2 (I,), got {c.shape}, {t1.shape}, {t2.shape}")
     I, J = c.shape

@@ -29,6 +29,8 @@ from typing import NamedTuple, Optional
 import torch
 
 from .capsules import squash, squash_exp
+from .models import CapsNetOutput, capsnet_loss
+from .modes import eval_mode
 from .routing import check_votes, dynamic_routing, softmax_backward
 
 __all__ = [
@@ -222,17 +224,13 @@ def capsnet_gradient_terms(model, images: torch.Tensor, labels: torch.Tensor, lo
     :func:`vote_gradient` splits ∂L/∂û. Returns :func:`gradient_terms` plus :func:`coupling_polarisation`
     of the final couplings. The model is left in the mode it was in. Chapter 03.
     """
-    from .models import CapsNetOutput, capsnet_loss
-
     if getattr(getattr(model, "config", None), "routing", None) != "dynamic":
         raise ValueError("capsnet_gradient_terms needs a CapsNet with dynamic routing (config.routing == 'dynamic')")
     if images.dim() != 4 or labels.shape != images.shape[:1]:
         raise ValueError(f"images must be (B, C, H, W) and labels (B,), got {tuple(images.shape)}, {tuple(labels.shape)}")
     loss_fn = loss_fn or capsnet_loss
     config = model.config
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         with torch.no_grad():
             u = model(images).primary
             votes = model.digits.votes(u)
@@ -243,6 +241,4 @@ def capsnet_gradient_terms(model, images: torch.Tensor, labels: torch.Tensor, lo
             out = CapsNetOutput(poses.norm(dim=-1), poses, states.couplings[-1], u, reconstruction)
             (grad_poses,) = torch.autograd.grad(loss_fn(out, images, labels), poses)
         grad = vote_gradient(votes, grad_poses, config.iterations)
-    finally:
-        model.train(was_training)
     return {**gradient_terms(grad), **coupling_polarisation(states.couplings[-1])}

@@ -19,8 +19,9 @@ from tqdm.auto import tqdm
 
 from .data import random_shift
 from .models import capsnet_loss
+from .modes import eval_mode
 
-__all__ = ["History", "batches", "evaluate", "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
+__all__ = ["History", "batches", "eval_mode", "evaluate", "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
 
 
 @dataclass
@@ -69,16 +70,14 @@ def _autocast(device: torch.device, amp: bool):
 def evaluate(model: torch.nn.Module, data: Dataset, batch_size: int = 500, device=None, amp: bool = False) -> float:
     """Accuracy (in [0, 1]) of the longest capsule on ``data``. Chapter 02."""
     device = torch.device(device or next(model.parameters()).device)
-    was_training = model.training
-    model.eval()
     correct = total = 0
-    for x, y in batches(data, batch_size):
-        x, y = x.to(device), y.to(device)
-        with _autocast(device, amp):
-            lengths = model(x).lengths
-        correct += (lengths.argmax(dim=1) == y).sum().item()
-        total += len(y)
-    model.train(was_training)
+    with eval_mode(model):
+        for x, y in batches(data, batch_size):
+            x, y = x.to(device), y.to(device)
+            with _autocast(device, amp):
+                lengths = model(x).lengths
+            correct += (lengths.argmax(dim=1) == y).sum().item()
+            total += len(y)
     if total == 0:
         raise ValueError("cannot evaluate on an empty dataset")
     return correct / total

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 __all__ = [
     "OUTPUT_COLORS",
+    "to_numpy",
     "plot_couplings",
     "draw_toy",
     "draw_coupling_bars",
@@ -38,7 +39,7 @@ MAX_FIGURE_WIDTH = 7.5
 OUTPUT_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 
 
-def _array(x, name: str) -> np.ndarray:
+def to_numpy(x, name: str) -> np.ndarray:
     """A float numpy copy of a tensor / array / nested sequence (detached, on the CPU)."""
     if hasattr(x, "detach"):
         x = x.detach().cpu().numpy()
@@ -58,7 +59,7 @@ def _stack(items, name: str, ndim: int, shape: str) -> np.ndarray:
     single sample ``(1, I, J)`` can be passed as is.
     """
     if hasattr(items, "detach") or isinstance(items, np.ndarray):
-        a = _array(items, name)
+        a = to_numpy(items, name)
         if a.ndim == ndim + 2 and a.shape[1] == 1:
             a = a[:, 0]
         if a.ndim != ndim + 1:
@@ -68,7 +69,7 @@ def _stack(items, name: str, ndim: int, shape: str) -> np.ndarray:
             raise ValueError(f"{name} must be a non-empty sequence of arrays of shape ({shape})")
         parts = []
         for k, item in enumerate(items):
-            p = _array(item, f"{name}[{k}]")
+            p = to_numpy(item, f"{name}[{k}]")
             if p.ndim == ndim + 1 and p.shape[0] == 1:
                 p = p[0]
             if p.ndim != ndim:
@@ -151,18 +152,18 @@ def plot_couplings(
 
 
 def _toy_inputs(votes, couplings, poses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    u = _array(votes, "votes")
+    u = to_numpy(votes, "votes")
     if u.ndim == 4 and u.shape[0] == 1:
         u = u[0]
     if u.ndim != 3 or u.shape[2] != 2 or 0 in u.shape:
         raise ValueError(f"votes must have shape (I, J, 2) (or (1, I, J, 2)): 2-D votes, got {u.shape}")
     I, J, _ = u.shape
-    c = _array(couplings, "couplings")
+    c = to_numpy(couplings, "couplings")
     if c.ndim == 3 and c.shape[0] == 1:
         c = c[0]
     if c.shape != (I, J):
         raise ValueError(f"couplings must have shape (I, J) = ({I}, {J}), got {c.shape}")
-    v = _array(poses, "poses")
+    v = to_numpy(poses, "poses")
     if v.ndim == 3 and v.shape[0] == 1:
         v = v[0]
     if v.shape != (J, 2):
@@ -218,7 +219,7 @@ def draw_coupling_bars(ax, couplings, input_labels: Sequence[str] | None = None,
 
     Chapter 02.
     """
-    c = _array(couplings, "couplings")
+    c = to_numpy(couplings, "couplings")
     if c.ndim == 3 and c.shape[0] == 1:
         c = c[0]
     if c.ndim != 2 or 0 in c.shape:
@@ -348,7 +349,7 @@ def plot_history(history) -> Figure:
 
 
 def _images(x, name: str) -> np.ndarray:
-    a = _array(x, name)
+    a = to_numpy(x, name)
     if a.ndim == 4 and a.shape[1] == 1:
         a = a[:, 0]
     if a.ndim != 3 or 0 in a.shape:
@@ -376,8 +377,8 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None,
     if x.shape != y.shape:
         raise ValueError(f"reconstructions must have the images' shape {x.shape}, got {y.shape}")
     N = len(x)
-    lab = None if labels is None else [int(k) for k in _array(labels, "labels").reshape(-1)]
-    pred = None if predictions is None else [int(k) for k in _array(predictions, "predictions").reshape(-1)]
+    lab = None if labels is None else [int(k) for k in to_numpy(labels, "labels").reshape(-1)]
+    pred = None if predictions is None else [int(k) for k in to_numpy(predictions, "predictions").reshape(-1)]
     for name, seq in (("labels", lab), ("predictions", pred)):
         if seq is not None and len(seq) != N:
             raise ValueError(f"{name} must have shape (N,) = ({N},), got {len(seq)} entries")
@@ -416,13 +417,13 @@ def plot_pose_sweep(sweep, perturbations, dims: Sequence[int] | None = None, tit
 
     Chapter 02.
     """
-    s = _array(sweep, "sweep")
+    s = to_numpy(sweep, "sweep")
     if s.ndim == 5 and s.shape[2] == 1:
         s = s[:, :, 0]
     if s.ndim != 4 or 0 in s.shape:
         raise ValueError(f"sweep must have shape (K dims, P perturbations, H, W), got {s.shape}")
     K, P, H, W = s.shape
-    p = _array(perturbations, "perturbations").reshape(-1)
+    p = to_numpy(perturbations, "perturbations").reshape(-1)
     if len(p) != P:
         raise ValueError(f"perturbations must have shape (P,) = ({P},), got {len(p)} values")
     d = list(range(K)) if dims is None else [int(k) for k in dims]

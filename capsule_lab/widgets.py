@@ -28,6 +28,10 @@ import torch
 from IPython.display import display
 
 from . import viz
+from .capsules import margin_loss
+from .gradient_figures import plot_gradient_terms
+from .gradients import gradient_terms, vote_gradient
+from .modes import eval_mode
 from .routing import RoutingResult, check_votes, dynamic_routing
 
 __all__ = [
@@ -190,19 +194,15 @@ def _image(image, model) -> torch.Tensor:
 
 @torch.no_grad()
 def _winning_poses(model, x: torch.Tensor) -> tuple[torch.Tensor, int]:
-    was_training = model.training
-    model.eval()
-    out = model(x)
-    model.train(was_training)
+    with eval_mode(model):
+        out = model(x)
     return out.poses, int(out.lengths.argmax(dim=1)[0])
 
 
 @torch.no_grad()
 def _decode(model, poses: torch.Tensor, which: int) -> torch.Tensor:
-    was_training = model.training
-    model.eval()
-    image = model.decoder(poses, torch.full((poses.shape[0],), which, dtype=torch.long, device=poses.device))
-    model.train(was_training)
+    with eval_mode(model):
+        image = model.decoder(poses, torch.full((poses.shape[0],), which, dtype=torch.long, device=poses.device))
     return image
 
 
@@ -328,9 +328,6 @@ def polarised_gradient_terms(iterations: int = 3, polarisation: float = 0.0, see
     a large value makes every c_i· nearly one-hot whatever the votes. The loss is the margin loss with
     target class 0. Returns ``(couplings (I, J), VoteGradient)`` for the one sample. Chapter 03.
     """
-    from .capsules import margin_loss
-    from .gradients import vote_gradient
-
     if isinstance(polarisation, bool) or not isinstance(polarisation, (int, float)) or not np.isfinite(polarisation):
         raise ValueError(f"polarisation must be a finite number, got {polarisation!r}")
     votes, assignment = gradient_toy(seed)
@@ -343,9 +340,6 @@ def polarised_gradient_terms(iterations: int = 3, polarisation: float = 0.0, see
 
 def _gradient_terms_state(iterations: int, polarisation: float):
     """(figure, gradient_terms summary) of the explorer's state."""
-    from .gradient_figures import plot_gradient_terms
-    from .gradients import gradient_terms
-
     couplings, grad = polarised_gradient_terms(iterations, polarisation)
     summary = gradient_terms(grad)
     fig = plot_gradient_terms(couplings, grad.term1[0].flatten(1).norm(dim=1), grad.term2[0].flatten(1).norm(dim=1),

@@ -1,0 +1,15 @@
+"""Capsule network models, one family per module.
+
+- :mod:`~capsule_lab.models.capsnet`: Sabour et al.'s CapsNet (``CapsNetConfig.sabour()/.slim()``), its
+  ``Decoder`` and ``capsnet_loss`` — chapters 01–02.
+- :mod:`~capsule_lab.models.deep_capsnet`: Mitterreiter et al.'s deep fully-connected ``DeepCapsNet``
+  (``DeepCapsNetConfig.quick()/.paper()``, ``RoutingLayer``) — chapter 04.
+
+Every name is re-exported here: ``from capsule_lab.models import CapsNet, DeepCapsNet`` works.
+"""
+
+from .capsnet import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
+from .deep_capsnet import DeepCapsNet, DeepCapsNetConfig, DeepCapsNetOutput, RoutingLayer
+
+__all__ = ["CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss",
+           "DeepCapsNetConfig", "DeepCapsNetOutput", "RoutingLayer", "DeepCapsNet"]
