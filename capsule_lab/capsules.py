@@ -16,20 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import check_tensor
+
 __all__ = ["squash", "squash_exp", "margin_loss", "conv_to_capsules", "PrimaryCapsules"]
 
 # ‖s‖ is computed as sqrt(‖s‖² + EPS²): the same value to float precision for any real capsule, and
 # a finite value and gradient at s = 0, where the plain norm has an undefined derivative.
 _EPS = 1e-8
-
-
-def _check_tensor(x, name: str, min_dim: int, shape: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of shape {shape}, got {type(x).__name__}")
-    if x.dim() < min_dim:
-        raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
-    if not x.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor of shape {shape}, got {x.dtype}")
 
 
 def _check_dim(x: torch.Tensor, dim: int) -> None:
@@ -55,7 +48,7 @@ def squash(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     Chapter 01.
     """
-    _check_tensor(s, "s", 1, "(..., D)")
+    check_tensor(s, "s", "(..., D)", min_ndim=1, floating=True)
     _check_dim(s, dim)
     sq, norm = _safe_norm(s, dim)
     return (sq / (1.0 + sq)) * (s / norm)
@@ -69,7 +62,7 @@ def squash_exp(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
     Chapter 01 (used by the deep networks of chapter 04).
     """
-    _check_tensor(s, "s", 1, "(..., D)")
+    check_tensor(s, "s", "(..., D)", min_ndim=1, floating=True)
     _check_dim(s, dim)
     _, norm = _safe_norm(s, dim)
     # -expm1(-x) = 1 - e^{-x} without the cancellation that makes it 0 for tiny x in float32.
@@ -94,9 +87,7 @@ def margin_loss(
 
     Chapter 01.
     """
-    _check_tensor(lengths, "lengths", 2, "(B, J)")
-    if lengths.dim() != 2:
-        raise ValueError(f"lengths must have shape (B, J), got {tuple(lengths.shape)}")
+    check_tensor(lengths, "lengths", "(B, J)", ndim=2, floating=True)
     B, J = lengths.shape
     if not isinstance(targets, torch.Tensor):
         raise ValueError("targets must be a tensor of shape (B,) (labels) or (B, J) (0/1)")
@@ -129,9 +120,7 @@ def conv_to_capsules(x: torch.Tensor, capsule_dim: int) -> torch.Tensor:
 
     Chapter 01.
     """
-    _check_tensor(x, "x", 4, "(B, C*D, H, W)")
-    if x.dim() != 4:
-        raise ValueError(f"x must have shape (B, C*D, H, W), got {tuple(x.shape)}")
+    check_tensor(x, "x", "(B, C*D, H, W)", ndim=4, floating=True)
     if capsule_dim < 1 or x.shape[1] % capsule_dim:
         raise ValueError(
             f"x must have shape (B, C*D, H, W) with C*D divisible by D = {capsule_dim}, got {tuple(x.shape)}"

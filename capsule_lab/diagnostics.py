@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from ._checks import check_nonnegative, check_tensor
 from .modes import eval_mode
 from .training import batches
 
@@ -62,8 +63,7 @@ def _as_tensor(x, name: str, ndim: int, shape: str) -> torch.Tensor:
         x = torch.from_numpy(x)
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name} must be a tensor or array of shape {shape}, got {type(x).__name__}")
-    if x.dim() != ndim or 0 in x.shape:
-        raise ValueError(f"{name} must have shape {shape} with no empty dimension, got {tuple(x.shape)}")
+    check_tensor(x, name, shape, ndim=ndim, nonempty=True)
     if x.dtype == torch.bool or not (x.is_floating_point() or x.dtype in (torch.int32, torch.int64)):
         raise ValueError(f"{name} must hold real numbers, shape {shape}, got dtype {x.dtype}")
     x = x.detach().to("cpu", torch.float64)
@@ -74,8 +74,7 @@ def _as_tensor(x, name: str, ndim: int, shape: str) -> torch.Tensor:
 
 def _check_eps(**eps) -> None:
     for name, value in eps.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        check_nonnegative(value, name)
 
 
 # ------------------------------------------------------------------------------------------ activation

@@ -28,6 +28,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from ._checks import check_tensor
 from .capsules import squash, squash_exp
 from .models import CapsNetOutput, capsnet_loss
 from .modes import eval_mode
@@ -113,13 +114,6 @@ class VoteGradient(NamedTuple):
     prior: torch.Tensor
 
 
-def _check_grad_poses(grad_poses, votes: torch.Tensor) -> None:
-    B, _, J, D = votes.shape
-    if not isinstance(grad_poses, torch.Tensor) or tuple(grad_poses.shape) != (B, J, D):
-        got = tuple(grad_poses.shape) if isinstance(grad_poses, torch.Tensor) else type(grad_poses).__name__
-        raise ValueError(f"grad_poses must have shape (B, J, D) = ({B}, {J}, {D}), got {got}")
-
-
 def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int = 3,
                   prior_logits: Optional[torch.Tensor] = None, activation=squash) -> VoteGradient:
     """∂L/∂û through K routing iterations, split into the supplement's two terms, computed by hand.
@@ -138,7 +132,8 @@ def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int
     Chapter 03.
     """
     check_votes(votes)
-    _check_grad_poses(grad_poses, votes)
+    B, _, J, D = votes.shape
+    check_tensor(grad_poses, "grad_poses", f"(B, J, D) = ({B}, {J}, {D})", sizes=(B, J, D))
     states = routing_states(votes, iterations, prior_logits, activation)
     K = iterations
 

@@ -18,6 +18,8 @@ from typing import Callable, Union
 import torch
 from torch import nn
 
+from ._checks import check_tensor
+
 from .routing import DetachedRouter, DynamicRouter, Router, RoutingResult, UniformRouter, VoteFreeRouter
 
 __all__ = ["capsule_votes", "make_router", "CapsuleLayer", "ROUTER_NAMES"]
@@ -33,12 +35,9 @@ def capsule_votes(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
     Chapter 02.
     """
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 4:
-        raise ValueError(f"weight must have shape (I, J, D_out, D_in), got {getattr(weight, 'shape', weight)}")
+    check_tensor(weight, "weight", "(I, J, D_out, D_in)", ndim=4)
     I, _, _, D_in = weight.shape
-    if not isinstance(u, torch.Tensor) or u.dim() != 3 or tuple(u.shape[1:]) != (I, D_in):
-        got = tuple(u.shape) if isinstance(u, torch.Tensor) else type(u).__name__
-        raise ValueError(f"u must have shape (B, I, D_in) = (B, {I}, {D_in}), got {got}")
+    check_tensor(u, "u", f"(B, I, D_in) = (B, {I}, {D_in})", sizes=(None, I, D_in))
     return torch.einsum("ijdk,bik->bijd", weight, u)
 
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._checks import check_tensor
 from ..capsules import PrimaryCapsules, margin_loss
 from ..layers import CapsuleLayer, make_router
 from ..routing import VoteFreeRouter
@@ -140,10 +141,8 @@ class CapsNet(nn.Module):
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> CapsNetOutput:
         c = self.config
-        expected = (c.in_channels, c.image_size, c.image_size)
-        if x.dim() != 4 or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"CapsNet expects images of shape (B, {', '.join(map(str, expected))}), "
-                             f"got {tuple(x.shape)}")
+        check_tensor(x, "images", f"(B, {c.in_channels}, {c.image_size}, {c.image_size})",
+                     sizes=(None, c.in_channels, c.image_size, c.image_size))
         u = self.primary(F.relu(self.conv(x)))
         routed = self.digits(u)
         lengths = routed.poses.norm(dim=-1)

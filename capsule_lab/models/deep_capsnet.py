@@ -21,6 +21,7 @@ from typing import NamedTuple, Optional
 import torch
 from torch import nn
 
+from .._checks import check_positive_int, check_tensor
 from ..capsules import squash_exp
 from ..layers import CapsuleLayer
 from ..routing import DynamicRouter, UniformRouter
@@ -55,8 +56,7 @@ class DeepCapsNetConfig:
     def __post_init__(self):
         if self.routing not in {"dynamic", "uniform"}:
             raise ValueError(f"routing must be 'dynamic' or 'uniform', got {self.routing!r}")
-        if not isinstance(self.routing_layers, int) or self.routing_layers < 1:
-            raise ValueError(f"routing_layers must be an integer >= 1, got {self.routing_layers!r}")
+        check_positive_int(self.routing_layers, "routing_layers")
         if self.capsules < 1 or self.capsule_dim < 1 or self.classes < 2 or not self.conv_channels:
             raise ValueError("capsules, capsule_dim >= 1, classes >= 2 and at least one conv layer are required")
 
@@ -165,10 +165,8 @@ class DeepCapsNet(nn.Module):
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> DeepCapsNetOutput:
         c = self.config
-        expected = (c.in_channels, c.image_size, c.image_size)
-        if not isinstance(x, torch.Tensor) or x.dim() != 4 or tuple(x.shape[1:]) != expected:
-            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"DeepCapsNet expects images of shape (B, {', '.join(map(str, expected))}), got {got}")
+        check_tensor(x, "images", f"(B, {c.in_channels}, {c.image_size}, {c.image_size})",
+                     sizes=(None, c.in_channels, c.image_size, c.image_size))
         u = self.primary(x)
         capsules, couplings = [u], []
         for layer in self.layers:

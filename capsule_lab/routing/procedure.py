@@ -30,6 +30,7 @@ from typing import Callable, NamedTuple, Optional
 
 import torch
 
+from .._checks import check_positive_int, check_tensor, shape_error
 from ..capsules import squash
 
 __all__ = [
@@ -86,17 +87,12 @@ class Router:
 
 def check_votes(votes) -> None:
     """Raise ``ValueError`` unless ``votes`` is a floating tensor of shape ``(B, I, J, D)``."""
-    if not isinstance(votes, torch.Tensor) or votes.dim() != 4 or not votes.is_floating_point():
-        got = tuple(votes.shape) if isinstance(votes, torch.Tensor) else type(votes).__name__
-        raise ValueError(f"votes must be a floating tensor of shape (B, I, J, D), got {got}")
-    if 0 in votes.shape:
-        raise ValueError(f"votes must have shape (B, I, J, D) with no empty dimension, got {tuple(votes.shape)}")
+    check_tensor(votes, "votes", "(B, I, J, D)", ndim=4, nonempty=True, floating=True)
 
 
 def check_iterations(iterations) -> None:
     """Raise ``ValueError`` unless ``iterations`` is an integer ≥ 1 (not a bool). Chapter 02."""
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    check_positive_int(iterations, "iterations")
 
 
 def check_logits(logits: torch.Tensor, B: int, I: int, J: int, like: torch.Tensor, name: str) -> torch.Tensor:
@@ -105,8 +101,7 @@ def check_logits(logits: torch.Tensor, B: int, I: int, J: int, like: torch.Tenso
     Chapter 02.
     """
     if not isinstance(logits, torch.Tensor) or tuple(logits.shape) not in {(B, I, J), (I, J)}:
-        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise ValueError(f"{name} must have shape (B, I, J) = ({B}, {I}, {J}) or (I, J), got {got}")
+        raise shape_error(name, f"(B, I, J) = ({B}, {I}, {J}) or (I, J)", logits)
     return logits.to(like.dtype).expand(B, I, J)
 
 
@@ -117,9 +112,7 @@ def agreement(votes: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
     """
     check_votes(votes)
     B, _, J, D = votes.shape
-    if not isinstance(poses, torch.Tensor) or tuple(poses.shape) != (B, J, D):
-        got = tuple(poses.shape) if isinstance(poses, torch.Tensor) else type(poses).__name__
-        raise ValueError(f"poses must have shape (B, J, D) = ({B}, {J}, {D}), got {got}")
+    check_tensor(poses, "poses", f"(B, J, D) = ({B}, {J}, {D})", sizes=(B, J, D))
     return torch.einsum("bijd,bjd->bij", votes, poses)
 
 

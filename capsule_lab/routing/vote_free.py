@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 import torch
 
+from .._checks import check_tensor, shape_error
 from ..capsules import squash
 from .procedure import RoutingResult, Router, check_iterations, check_logits, softmax_backward
 
@@ -135,13 +136,12 @@ def vote_free_routing(
 
     Chapter 02 ("Routing without votes").
     """
-    if not isinstance(weight, torch.Tensor) or weight.dim() != 4 or not weight.is_floating_point():
-        raise ValueError(f"weight must be a floating tensor of shape (I, J, D, D_in), got "
-                         f"{tuple(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__}")
+    check_tensor(weight, "weight", "(I, J, D, D_in)", ndim=4, floating=True)
     I, J, D, D_in = weight.shape
-    if not isinstance(u, torch.Tensor) or u.dim() != 3 or tuple(u.shape[1:]) != (I, D_in) or u.shape[0] == 0:
-        got = tuple(u.shape) if isinstance(u, torch.Tensor) else type(u).__name__
-        raise ValueError(f"u must have shape (B, I, D_in) = (B, {I}, {D_in}), got {got}")
+    u_shape = f"(B, I, D_in) = (B, {I}, {D_in})"
+    check_tensor(u, "u", u_shape, sizes=(None, I, D_in))
+    if u.shape[0] == 0:
+        raise shape_error("u", u_shape, u)
     if u.dtype != weight.dtype:
         raise ValueError(f"u and weight must have the same dtype, got {u.dtype} and {weight.dtype}")
     check_iterations(iterations)

@@ -1,0 +1,70 @@
+"""Argument checks shared by the package: one wording for every error, naming what was expected.
+
+Every public function checks its inputs and raises ``ValueError`` naming the expected shape
+(``COURSE_DESIGN.md``, "capsule_lab"). The wording is the same everywhere:
+
+    {name} must be a tensor of shape {shape}, got {type}                 not a tensor
+    {name} must have shape {shape}, got {tuple(x.shape)}                 wrong number of dimensions or sizes
+    {name} must have shape {shape} with no empty dimension, got {...}    a dimension of size 0
+    {name} must be a floating-point tensor of shape {shape}, got dtype {x.dtype}
+    {name} must be an integer >= {minimum}, got {value!r}
+    {name} must be a number >= 0, got {value!r}
+
+``shape`` is the shape as the chapters write it, with the sizes already known filled in where that helps:
+``"(B, I, J, D)"``, ``"(B, J, D) = (2, 10, 16)"``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+__all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative"]
+
+
+def describe(x) -> str:
+    """What ``x`` is, for an error message: a tensor's (or array's) shape as a tuple, else its type's name."""
+    shape = getattr(x, "shape", None)
+    return str(tuple(shape)) if shape is not None and not isinstance(x, (str, bytes)) else type(x).__name__
+
+
+def shape_error(name: str, shape: str, x) -> ValueError:
+    """The ``ValueError`` "``{name} must have shape {shape}, got ...``" (to raise)."""
+    return ValueError(f"{name} must have shape {shape}, got {describe(x)}")
+
+
+def check_tensor(x, name: str, shape: str, *, ndim: Optional[int] = None, min_ndim: Optional[int] = None,
+                 sizes: Optional[Sequence[Optional[int]]] = None, floating: bool = False,
+                 nonempty: bool = False) -> torch.Tensor:
+    """Return ``x`` if it is a tensor of the expected shape, else raise ``ValueError`` naming ``shape``.
+
+    ndim: the exact number of dimensions; min_ndim: at least that many; sizes: the exact sizes, ``None``
+    where any size goes (``(None, I, D_in)``); floating: a floating-point dtype; nonempty: no size 0.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be a tensor of shape {shape}, got {type(x).__name__}")
+    if sizes is not None:
+        ndim = len(sizes)
+    if ((ndim is not None and x.dim() != ndim) or (min_ndim is not None and x.dim() < min_ndim)
+            or (sizes is not None and any(s is not None and s != n for s, n in zip(sizes, x.shape)))):
+        raise shape_error(name, shape, x)
+    if nonempty and 0 in x.shape:
+        raise ValueError(f"{name} must have shape {shape} with no empty dimension, got {tuple(x.shape)}")
+    if floating and not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor of shape {shape}, got dtype {x.dtype}")
+    return x
+
+
+def check_positive_int(value, name: str, minimum: int = 1) -> int:
+    """Return ``value`` if it is an integer (not a bool) ``>= minimum``, else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_nonnegative(value, name: str) -> float:
+    """Return ``value`` if it is a real number (not a bool) ``>= 0``, else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    return value
