@@ -233,3 +233,12 @@ def test_every_router_is_refused_while_a_routing_task_is_graded(task_id):
                 call()
     for call in calls:  # and afterwards they work again
         assert call().poses.shape == (1, 2, 4)
+
+
+def test_a_router_must_define_its_call():
+    class NoCall(Router):
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoCall()
+    assert AllToFirst().vote_free_form() is None          # the base class's default: no vote-free form

@@ -26,6 +26,7 @@ explorer's variant (chapter 02) scales the logit update, ``b_ij ← b_ij + scale
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Callable, NamedTuple, Optional
 
 import torch
@@ -62,7 +63,7 @@ class RoutingResult(NamedTuple):
     history: tuple = ()
 
 
-class Router:
+class Router(ABC):
     """A router: an object called as ``router(votes) → RoutingResult``, votes ``(B, I, J, D)``.
 
     What it needs (iterations, options) it takes at construction. A router that computes its result from
@@ -77,8 +78,9 @@ class Router:
     #: called as ``router(u, weight)`` rather than ``router(votes)``
     takes_weights = False
 
+    @abstractmethod
     def __call__(self, votes: torch.Tensor) -> RoutingResult:
-        raise NotImplementedError
+        """Route ``votes`` ``(B, I, J, D)``; every concrete router defines this."""
 
     def vote_free_form(self):
         """An equivalent router called with ``(u, weight)``, or ``None`` when there is none."""
