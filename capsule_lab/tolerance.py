@@ -75,6 +75,10 @@ class Band:
         return f"{self.reference:g} ± {self.tolerance:.3g}: {self.why}"
 
 
+def _profile_that_ran(profile: Profile | str | None) -> str:
+    return profile.name if isinstance(profile, Profile) else profile_name(profile)
+
+
 def standard_error(p: float, n: int) -> float:
     """Standard error √(p(1 − p)/n) of an accuracy ``p`` (in [0, 1]) measured on ``n`` images. Chapter 02.
 
@@ -142,7 +146,7 @@ def expect(name: str, value, reference, *, abs_tol: float | None = None, rel_tol
                 raise ValueError(f"{tol_name} must be a finite number >= 0, got {tol}")
     tolerance = max(abs_tol or 0.0, (rel_tol or 0.0) * abs(reference))
     band = Band(reference, tolerance, why if isinstance(why, str) else "")
-    ran = profile.name if isinstance(profile, Profile) else profile_name(profile)
+    ran = _profile_that_ran(profile)
     shown = format(value, fmt)
     if ran != measured_on:
         if verbose:
@@ -204,7 +208,7 @@ def expect_each(name: str, values, references, *, abs_tol=None, rel_tol: float |
         raise OutOfBand(f"{len(failures)} of {len(values)} entries of {name} are outside their bands:\n  "
                         + "\n  ".join(failures))
     if verbose:
-        ran = profile.name if isinstance(profile, Profile) else profile_name(profile)
+        ran = _profile_that_ran(profile)
         widths = []
         if abs_tol is not None:
             widths.append("(" + ", ".join(f"{t:.3g}" for t in tolerances) + ")" if per_entry else f"{abs_tol:.3g}")
