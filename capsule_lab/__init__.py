@@ -2,6 +2,41 @@
 
 The binding top-level API (see the course design): :func:`squash`, :func:`squash_exp`, :func:`margin_loss`;
 routing lives in :mod:`capsule_lab.routing`.
+
+The package map — module, the concept it holds, the chapters that teach or use it. Each module imports only
+from modules above it in this table (``tests/test_package_map.py`` checks it):
+
+=================  ===========================================================================  ==========
+module             concept                                                                      chapters
+=================  ===========================================================================  ==========
+``_checks``        argument checks with one wording, naming the expected shape                  (all)
+``capsules``       capsules as vectors: ``squash``, ``squash_exp``, ``margin_loss``, primary    01–04
+                   capsules
+``routing``        how votes become couplings: ``procedure`` (the one routing procedure),       02–04
+                   ``routers`` (router objects), ``vote_free`` (routing without the votes)
+``layers``         a capsule layer: votes, then a pluggable router                              02, 04
+``models``         one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04
+                   (Mitterreiter et al.)
+``data``           MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–04
+``modes``          ``eval_mode``: evaluation mode inside a ``with``                             02–04
+``training``       ``fit``, ``evaluate``, checkpoints                                           02–04
+``profiles``       quick and full settings, per chapter too; seeds, threads, device             01–04
+``tolerance``      a number from training checked within its stated band (``expect``)           02–04
+``gradients``      the gradient through routing by hand: the two terms, the coupling Jacobian   03
+``diagnostics``    what a trained network's capsules do: activation and routing statistics,     04
+                   dead capsules, per-capsule gradient norms
+``depth_study``    chapter 04's experiment: deep CapsNets trained over depths × routings        04
+``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–04
+                   ``parse_tree``
+``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–04
+                   ``parse_tree``; each has a static figure for the book
+``bench``          how fast routing runs, against the machine's FLOP bound                       02
+``grading``        exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
+``cli``            the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —
+=================  ===========================================================================  ==========
+
+``routing``, ``models``, ``figures``, ``widgets`` and ``grading`` are packages (one module per concept
+inside). The book's API reference (``book/api/``) follows this order, one page per group.
 """
 
 from .capsules import PrimaryCapsules, conv_to_capsules, margin_loss, squash, squash_exp

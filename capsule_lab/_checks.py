@@ -9,6 +9,10 @@ Every public function checks its inputs and raises ``ValueError`` naming the exp
     {name} must be a floating-point tensor of shape {shape}, got dtype {x.dtype}
     {name} must be an integer >= {minimum}, got {value!r}
     {name} must be a number >= 0, got {value!r}
+    {name} must be numeric (a tensor, array or nested list), got {type}  figures: not an array
+
+Figures take tensors, arrays or nested lists; :func:`to_numpy`, :func:`stack_per_iteration`,
+:func:`tick_labels` and :func:`image_array` turn them into checked numpy arrays with the same wording.
 
 ``shape`` is the shape as the chapters write it, with the sizes already known filled in where that helps:
 ``"(B, I, J, D)"``, ``"(B, J, D) = (2, 10, 16)"``.
@@ -18,9 +22,11 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 
-__all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative"]
+__all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative", "to_numpy",
+           "stack_per_iteration", "tick_labels", "image_array"]
 
 
 def describe(x) -> str:
@@ -68,3 +74,68 @@ def check_nonnegative(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ValueError(f"{name} must be a number >= 0, got {value!r}")
     return value
+
+
+def to_numpy(x, name: str) -> np.ndarray:
+    """A float numpy copy of a tensor / array / nested sequence (detached, on the CPU)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be numeric (a tensor, array or nested list), got {type(x).__name__}") from err
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite")
+    return a
+
+
+def stack_per_iteration(items, name: str, ndim: int, shape: str) -> np.ndarray:
+    """Stack a sequence of ``ndim``-D arrays (or take an ``ndim+1``-D array) into ``(R, ...)``.
+
+    A leading batch dimension of size 1 on each item is dropped, so ``RoutingResult.couplings`` of a
+    single sample ``(1, I, J)`` can be passed as is.
+    """
+    if hasattr(items, "detach") or isinstance(items, np.ndarray):
+        a = to_numpy(items, name)
+        if a.ndim == ndim + 2 and a.shape[1] == 1:
+            a = a[:, 0]
+        if a.ndim != ndim + 1:
+            raise ValueError(f"{name} must have shape (R, {shape}), got {a.shape}")
+    else:
+        if not isinstance(items, Sequence) or len(items) == 0:
+            raise ValueError(f"{name} must be a non-empty sequence of arrays of shape ({shape})")
+        parts = []
+        for k, item in enumerate(items):
+            p = to_numpy(item, f"{name}[{k}]")
+            if p.ndim == ndim + 1 and p.shape[0] == 1:
+                p = p[0]
+            if p.ndim != ndim:
+                raise ValueError(f"{name}[{k}] must have shape ({shape}), got {p.shape}")
+            parts.append(p)
+        if len({p.shape for p in parts}) != 1:
+            raise ValueError(f"{name}: every iteration must have the same shape ({shape}), "
+                             f"got {[p.shape for p in parts]}")
+        a = np.stack(parts)
+    if 0 in a.shape:
+        raise ValueError(f"{name} must have shape (R, {shape}) with no empty dimension, got {a.shape}")
+    return a
+
+
+def tick_labels(labels, n: int, default: str, name: str) -> list[str]:
+    """``labels`` as ``n`` strings, or ``default.format(k)`` for k < n when None; ``ValueError`` if not n."""
+    if labels is None:
+        return [default.format(k) for k in range(n)]
+    labels = [str(x) for x in labels]
+    if len(labels) != n:
+        raise ValueError(f"{name} must have {n} entries, got {len(labels)}")
+    return labels
+
+
+def image_array(x, name: str) -> np.ndarray:
+    """Images ``(N, H, W)`` or ``(N, 1, H, W)`` as a float array ``(N, H, W)``, else ``ValueError``."""
+    a = to_numpy(x, name)
+    if a.ndim == 4 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 3 or 0 in a.shape:
+        raise ValueError(f"{name} must have shape (N, H, W) or (N, 1, H, W), got {a.shape}")
+    return a

@@ -31,8 +31,8 @@ from .routing import dynamic_routing, vote_free_routing
 
 __all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_median", "bench_routing"]
 
-#: name → (B, I, D_in, J, D, iterations). "sabour": the digit layer of Sabour et al.; "slim": the quick
-#: profile's class-capsule layer.
+#: The shapes benchmarked, as name → (B, I, D_in, J, D, iterations) — "sabour" is the digit layer of Sabour
+#: et al., "slim" the quick profile's class-capsule layer.
 ROUTING_SHAPES = {
     "sabour": (128, 1152, 8, 10, 16, 3),
     "slim": (128, 144, 8, 10, 16, 3),

@@ -1,4 +1,4 @@
-"""The ``capsule-lab`` command: fetch data, generate exercises, grade notebooks, run benchmarks.
+"""The ``capsule-lab`` command: fetch data, generate exercises, grade notebooks, run benchmarks::
 
     capsule-lab data [--online] [--root DIR]        fetch every reachable dataset source (chapter 02)
     capsule-lab assign [--solutions DIR] [--exercises DIR] [--check]
@@ -159,6 +159,7 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The subcommands by name, each a :class:`Command` (help line, arguments, what runs).
 COMMANDS: dict[str, Command] = {
     "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
     "assign": Command("generate exercises/ from solutions/", _assign_arguments, _assign),

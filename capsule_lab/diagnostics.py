@@ -46,12 +46,14 @@ __all__ = [
     "GradientTracker", "summarize",
 ]
 
-#: ε: a capsule is *active* on an image when its length is at least m⁻ = 0.1, the length below which the
-#: margin loss calls a class capsule absent (chapter 04, "thresholds").
+#: The activity threshold ε — a capsule is *active* on an image when its length is at least m⁻ = 0.1, the
+#: length below which the margin loss calls a class capsule absent (chapter 04, "thresholds").
 ACTIVE_EPS = 0.1
-#: ε₁, ε₂: a capsule is *dead* when the mean and the standard deviation of its length over the images are
-#: both at most 0.01, a tenth of ε: it is (almost) never active and carries (almost) no signal.
+#: The dead thresholds ε₁ (this one, on the mean) and ε₂ (on the standard deviation) — a capsule is *dead*
+#: when the mean and the standard deviation of its length over the images are both at most 0.01, a tenth
+#: of ε, so it is (almost) never active and carries (almost) no signal.
 DEAD_MEAN_EPS = 0.01
+#: The dead threshold ε₂ on the standard deviation of a capsule's length (see :data:`DEAD_MEAN_EPS`).
 DEAD_STD_EPS = 0.01
 
 

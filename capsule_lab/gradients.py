@@ -29,7 +29,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from ._checks import check_tensor
-from .capsules import squash, squash_exp
+from .capsules import margin_loss, squash, squash_exp
 from .models import CapsNetOutput, capsnet_loss
 from .modes import eval_mode
 from .routing import check_votes, dynamic_routing, softmax_backward
@@ -45,6 +45,8 @@ __all__ = [
     "coupling_polarisation",
     "gradient_terms",
     "capsnet_gradient_terms",
+    "gradient_toy",
+    "polarised_gradient_terms",
 ]
 
 
@@ -237,3 +239,30 @@ def capsnet_gradient_terms(model, images: torch.Tensor, labels: torch.Tensor, lo
             (grad_poses,) = torch.autograd.grad(loss_fn(out, images, labels), poses)
         grad = vote_gradient(votes, grad_poses, config.iterations)
     return {**gradient_terms(grad), **coupling_polarisation(states.couplings[-1])}
+
+
+def gradient_toy(seed: int = 0, inputs: int = 8, outputs: int = 4, dim: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chapter 03's toy layer: seeded random votes ``(1, I, J, D)`` (float64) and a fixed assignment of
+    each input capsule to one output, one-hot ``(I, J)`` (input i → output i mod J). Chapter 03.
+    """
+    g = torch.Generator().manual_seed(seed)
+    votes = 0.5 * torch.randn(1, inputs, outputs, dim, generator=g, dtype=torch.float64)
+    assignment = torch.nn.functional.one_hot(torch.arange(inputs) % outputs, outputs).double()
+    return votes, assignment
+
+
+def polarised_gradient_terms(iterations: int = 3, polarisation: float = 0.0, seed: int = 0):
+    """The two gradient terms on :func:`gradient_toy` when the couplings are pushed toward one-hot.
+
+    The prior logits are ``polarisation × assignment``: 0 leaves routing as Sabour's (uniform start),
+    a large value makes every c_i· nearly one-hot whatever the votes. The loss is the margin loss with
+    target class 0. Returns ``(couplings (I, J), VoteGradient)`` for the one sample. Chapter 03.
+    """
+    if isinstance(polarisation, bool) or not isinstance(polarisation, (int, float)) or not math.isfinite(polarisation):
+        raise ValueError(f"polarisation must be a finite number, got {polarisation!r}")
+    votes, assignment = gradient_toy(seed)
+    prior = polarisation * assignment
+    routed = dynamic_routing(votes, iterations, prior)
+    poses = routed.poses.detach().requires_grad_(True)
+    (grad_poses,) = torch.autograd.grad(margin_loss(poses.norm(dim=-1), torch.tensor([0])), poses)
+    return routed.couplings[0], vote_gradient(votes, grad_poses, iterations, prior)

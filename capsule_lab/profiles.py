@@ -6,6 +6,8 @@ chapter runs in about a minute on a 2-core CPU. ``full`` is chosen when CUDA is 
 otherwise; ``CAPSULE_LAB_PROFILE=quick|full`` overrides.
 
 Every chapter's setup cell calls :func:`setup`, which picks the profile and device and seeds everything.
+A chapter whose experiment differs from chapter 02's training run (other sizes, seeds, depths) reads its
+settings with :func:`chapter_settings` — one frozen dataclass per chapter, a quick and a full entry each.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from .models import CapsNetConfig
+from .models import CapsNetConfig, DeepCapsNetConfig
 
-__all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup"]
+__all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup",
+           "GradientStudySettings", "DepthStudySettings", "CHAPTER_SETTINGS", "chapter_settings"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,72 @@ PROFILES = {
     "quick": Profile("quick", data_source="offline", train_size=8000, epochs=3, batch_size=128,
                      lr=3e-3, lr_decay=0.9, max_shift=0, capsnet=CapsNetConfig.slim()),
 }
+
+
+@dataclass(frozen=True)
+class GradientStudySettings:
+    """Chapter 03's training runs (full, detached-coupling and uniform routing, gradients measured per epoch).
+
+    The full entry is Gu & Tresp's supplement: Sabour's network, 100 epochs at a constant learning rate.
+    """
+
+    capsnet: CapsNetConfig
+    train_size: int | None      # None: the whole training set
+    epochs: int
+    lr: float
+    lr_decay: float
+    max_shift: int
+
+
+@dataclass(frozen=True)
+class DepthStudySettings:
+    """Chapter 04's experiment: DeepCapsNets over depths × routings × seeds, their capsules measured.
+
+    The full entry is Mitterreiter et al.'s setting for their Tables 1–2: 10 models, affNIST-style training
+    data, depths up to 5. ``threads``: CPU threads for these tiny networks (one is faster than two).
+    """
+
+    config: DeepCapsNetConfig
+    train_size: int | None      # None: the whole training set
+    test_size: int
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float
+    seeds: tuple
+    depths: tuple
+    affine_train: bool
+    threads: int = 1
+
+
+CHAPTER_SETTINGS = {
+    # Quick: 3 epochs on 3k digits keep the three runs of chapter 03 under a minute on 2 CPU cores.
+    "03": {
+        "quick": GradientStudySettings(CapsNetConfig.slim(), train_size=3000, epochs=3, lr=3e-3, lr_decay=0.9,
+                                       max_shift=0),
+        "full": GradientStudySettings(CapsNetConfig.sabour(), train_size=None, epochs=100, lr=1e-3, lr_decay=1.0,
+                                      max_shift=2),
+    },
+    # Quick: one epoch on 3k digits per network, 2 seeds, depths 1-4 (chapter 04 explains what this can show).
+    "04": {
+        "quick": DepthStudySettings(DeepCapsNetConfig.quick(), train_size=3000, test_size=1000, epochs=1,
+                                    batch_size=64, lr=3e-3, lr_decay=0.95, seeds=(0, 1), depths=(1, 2, 3, 4),
+                                    affine_train=False),
+        "full": DepthStudySettings(DeepCapsNetConfig.paper(), train_size=None, test_size=10000, epochs=30,
+                                   batch_size=128, lr=1e-3, lr_decay=0.95, seeds=tuple(range(10)),
+                                   depths=(1, 2, 3, 4, 5), affine_train=True),
+    },
+}
+
+
+def chapter_settings(chapter: str, profile: "Profile | str | None" = None):
+    """The settings of ``chapter``'s experiment (``"03"``, ``"04"``) under ``profile`` (a :class:`Profile`, its
+    name, or None for :func:`profile_name`'s choice). Chapters 03 and 04.
+    """
+    if chapter not in CHAPTER_SETTINGS:
+        raise ValueError(f"chapter must be one of {sorted(CHAPTER_SETTINGS)}, got {chapter!r}")
+    name = profile.name if isinstance(profile, Profile) else profile_name(profile)
+    return CHAPTER_SETTINGS[chapter][name]
 
 
 def profile_name(name: str | None = None) -> str:

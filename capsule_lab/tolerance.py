@@ -14,7 +14,7 @@ orders, and a difference in the 7th digit of one gradient grows over a few hundr
 The band is the reference ± the tolerance, and ``why`` says in one line where the tolerance comes from:
 the standard error of an accuracy on N test images (:func:`accuracy_tolerance`), or the spread measured
 over seeds and CPU-kernel settings (``scripts/notebook_spread.py``). The cell's printed digits are kept
-out of nbval's strict comparison (the cell tag ``nbval-ignore-output``); the band decides instead.
+out of nbval's strict comparison (tagged so that nbval ignores its output); the band decides instead.
 
 Bands are measured for the ``quick`` profile, the one the committed notebooks and the tests run. Under
 another profile (``full`` on a GPU) :func:`expect` prints the number and says that it was not checked.

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from capsule_lab._checks import check_nonnegative, check_positive_int, check_tensor, describe, shape_error
+from capsule_lab._checks import (check_nonnegative, check_positive_int, check_tensor, describe, image_array, shape_error,
+                                 stack_per_iteration, tick_labels, to_numpy)
 
 
 def test_a_good_tensor_is_returned():
@@ -54,3 +55,39 @@ def test_nonnegative_refuses(value):
 
 def test_nonnegative_accepts():
     assert check_nonnegative(0, "eps") == 0 and check_nonnegative(0.5, "eps") == 0.5
+
+
+# ---------------------------------------------------------------- arrays for the figures
+
+def test_to_numpy_takes_tensors_arrays_and_lists_and_refuses_the_rest():
+    t = torch.tensor([[1.0, 2.0]], requires_grad=True)
+    np.testing.assert_array_equal(to_numpy(t, "x"), [[1.0, 2.0]])
+    np.testing.assert_array_equal(to_numpy([[1, 2]], "x"), [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="x must be numeric"):
+        to_numpy("abc", "x")
+    with pytest.raises(ValueError, match="x must be finite"):
+        to_numpy([1.0, float("nan")], "x")
+
+
+def test_stack_per_iteration_stacks_drops_a_batch_of_one_and_names_the_shape():
+    a, b = np.zeros((1, 3, 2)), np.ones((3, 2))                # one with a batch dimension of 1
+    stacked = stack_per_iteration([a, b], "couplings", 2, "I, J")
+    assert stacked.shape == (2, 3, 2) and stacked[1].sum() == 6
+    assert stack_per_iteration(torch.zeros(4, 1, 3, 2), "c", 2, "I, J").shape == (4, 3, 2)
+    with pytest.raises(ValueError, match=r"couplings\[1\] must have shape \(I, J\)"):
+        stack_per_iteration([a, np.ones(3)], "couplings", 2, "I, J")
+    with pytest.raises(ValueError, match="every iteration must have the same shape"):
+        stack_per_iteration([a, np.ones((4, 2))], "couplings", 2, "I, J")
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        stack_per_iteration([], "couplings", 2, "I, J")
+
+
+def test_tick_labels_and_image_array():
+    assert tick_labels(None, 3, "i={}", "labels") == ["i=0", "i=1", "i=2"]
+    assert tick_labels([7, 8], 2, "{}", "labels") == ["7", "8"]
+    with pytest.raises(ValueError, match="labels must have 3 entries, got 2"):
+        tick_labels(["a", "b"], 3, "{}", "labels")
+    assert image_array(torch.zeros(5, 1, 28, 28), "images").shape == (5, 28, 28)
+    with pytest.raises(ValueError, match=r"images must have shape \(N, H, W\) or \(N, 1, H, W\)"):
+        image_array(torch.zeros(28, 28), "images")
+

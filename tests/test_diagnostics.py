@@ -266,7 +266,7 @@ def test_tracker_needs_a_deep_capsnet():
         GradientTracker(torch.nn.Linear(2, 2))
 
 
-# ---------------------------------------------------------------- the parse tree (capsule_lab.parse_tree)
+# ---------------------------------------------------------------- the parse tree (capsule_lab.figures.parse_tree, capsule_lab.widgets.parse_tree)
 
 def test_parse_tree_summary_figure_and_widget(tiny):
     import matplotlib
@@ -274,8 +274,8 @@ def test_parse_tree_summary_figure_and_widget(tiny):
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
 
-    from capsule_lab.parse_tree import (format_layer_table, parse_tree_explorer, parse_tree_explorer_figure,
-                                        parse_tree_figure, parse_tree_summary)
+    from capsule_lab.figures import format_layer_table, parse_tree_explorer_figure, parse_tree_figure, parse_tree_summary
+    from capsule_lab.widgets import parse_tree_explorer
 
     model, data = tiny
     record = collect_capsules(model, data)
@@ -308,7 +308,7 @@ def test_dead_capsules_are_marked_in_the_picture():
     import matplotlib.pyplot as plt
 
     from capsule_lab.diagnostics import CapsuleRecord
-    from capsule_lab.parse_tree import plot_parse_tree, parse_tree_summary
+    from capsule_lab.figures import parse_tree_summary, plot_parse_tree
 
     k = 8
     norms = [torch.rand(k, 3) + 0.2, torch.rand(k, 3) * torch.tensor([1.0, 0.0, 1.0]), torch.rand(k, 2) + 0.2]

@@ -46,7 +46,7 @@ The package, one idea per module:
 
 - :mod:`.tasks`: the framework: :class:`Case`, :class:`WrongAnswer`, :class:`Task` and the registry
   (:func:`task_ids`, :func:`get_task`, :func:`tasks_for_chapter`, :func:`~capsule_lab.grading.tasks.register`);
-- :mod:`.tasks_01`, :mod:`.tasks_02`, …: each chapter's tasks (references, cases, wrong answers, hints),
+- ``tasks_01``, ``tasks_02``, …: each chapter's tasks (references, cases, wrong answers, hints),
   registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
 - :mod:`.checking`: running a function on a task's cases and judging it, :func:`check`, :class:`CheckResult`;
 - :mod:`.lock`: the task's answers refuse to run while the student's function does;

@@ -79,7 +79,7 @@ class Task:
 
     @property
     def refused(self) -> tuple:
-        """The functions refused while the student's function runs: the reference and ``answers``."""
+        """The functions refused while the student's function runs — the reference and ``answers``."""
         return tuple(dict.fromkeys((self.reference, *self.answers)))
 
 

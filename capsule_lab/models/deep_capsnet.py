@@ -73,7 +73,7 @@ class DeepCapsNetConfig:
 
     @property
     def layer_sizes(self) -> tuple:
-        """Capsules per capsule layer, primary first: ``(16, 16, 16, 16, 10)`` for L = 4."""
+        """Capsules per capsule layer, primary first — ``(16, 16, 16, 16, 10)`` for L = 4."""
         return (self.capsules,) * self.routing_layers + (self.classes,)
 
     def to_dict(self) -> dict:

@@ -5,27 +5,24 @@ capsules are nodes (one column per layer), couplings are fuzzy edges, the capsul
 dead capsules are marked. :func:`parse_tree_summary` reduces a :class:`~capsule_lab.diagnostics.CapsuleRecord`
 (a dataset's worth of capsule norms and couplings) to means and standard deviations over the images;
 :func:`plot_parse_tree` draws one statistic, :func:`parse_tree_figure` the mean and the standard deviation
-side by side. :func:`parse_tree_explorer` is a widget over several trained networks (depth × routing) and
-:func:`parse_tree_explorer_figure` draws its default state, for the static book.
+side by side, and :func:`parse_tree_explorer_figure` the picture of one network among several (depth ×
+routing) — the default state of :func:`capsule_lab.widgets.parse_tree_explorer`, for the static book.
 """
 
 from __future__ import annotations
 
-import html
-import io
 from dataclasses import dataclass
 
-import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from .diagnostics import ACTIVE_EPS, DEAD_MEAN_EPS, DEAD_STD_EPS, CapsuleRecord, dead_mask, layer_table
+from ..diagnostics import ACTIVE_EPS, DEAD_MEAN_EPS, DEAD_STD_EPS, CapsuleRecord, dead_mask, layer_table
 
 __all__ = ["ParseTreeSummary", "parse_tree_summary", "plot_parse_tree", "parse_tree_figure",
-           "format_layer_table", "parse_tree_explorer_figure", "parse_tree_explorer", "ParseTreeExplorer"]
+           "format_layer_table", "parse_tree_explorer_figure"]
 
 
 @dataclass
@@ -154,53 +151,3 @@ def parse_tree_explorer_figure(summaries: dict, depth: int, routing: str = "dyna
     dead = sum(int(d.sum()) for d in s.dead)
     return parse_tree_figure(s, title=f"{depth} routing layer{'s' * (depth != 1)}, {name}: "
                                       f"test accuracy {100 * s.accuracy:.1f}%, {dead} dead capsules")
-
-
-class ParseTreeExplorer(widgets.VBox):
-    """The parse-tree explorer (see :func:`parse_tree_explorer`): ``depth`` and ``routing`` controls, an
-    ``image`` of the figure and the layer ``table``; ``figure`` and ``summary`` hold what is shown."""
-
-    def __init__(self, summaries: dict, depth: int | None = None, routing: str = "dynamic"):
-        if not isinstance(summaries, dict) or not summaries:
-            raise ValueError("summaries must be a non-empty dict {(depth, routing): ParseTreeSummary}")
-        self.summaries = summaries
-        depths = sorted({d for d, _ in summaries})
-        routings = [r for r in ("dynamic", "uniform") if any(k[1] == r for k in summaries)]
-        self.depth = widgets.SelectionSlider(options=depths, value=depth if depth in depths else depths[-1],
-                                             description="routing layers", continuous_update=False,
-                                             style={"description_width": "initial"})
-        labels = {"dynamic": "RBA", "uniform": "uniform"}
-        self.routing = widgets.ToggleButtons(options=[(labels[r], r) for r in routings],
-                                             value=routing if routing in routings else routings[0])
-        self.image = widgets.Image(format="png")
-        self.table = widgets.HTML()
-        self.figure = None
-        self.summary = None
-        super().__init__([widgets.HBox([self.depth, self.routing]), self.image, self.table])
-        self.depth.observe(self._redraw, names="value")
-        self.routing.observe(self._redraw, names="value")
-        self._redraw()
-
-    def _redraw(self, change=None) -> None:
-        key = (self.depth.value, self.routing.value)
-        if key not in self.summaries:
-            self.table.value = f"<pre>no network trained for {key[0]} routing layers with {key[1]} routing</pre>"
-            self.image.value = b""
-            return
-        self.summary = self.summaries[key]
-        fig = parse_tree_explorer_figure(self.summaries, *key)
-        plt.close(fig)  # shown through the Image widget only, never twice by the inline backend
-        self.figure = fig
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=60)
-        self.image.value = buffer.getvalue()
-        self.table.value = f"<pre>{html.escape(format_layer_table(self.summary.table))}</pre>"
-
-
-def parse_tree_explorer(summaries: dict, depth: int | None = None, routing: str = "dynamic") -> ParseTreeExplorer:
-    """A widget to compare the parse trees of trained deep CapsNets: pick the number of routing layers and
-    the routing (RBA or uniform); it draws :func:`parse_tree_explorer_figure` and prints the layer table.
-
-    summaries: ``{(routing layers, "dynamic" | "uniform"): ParseTreeSummary}``. Chapter 04.
-    """
-    return ParseTreeExplorer(summaries, depth, routing)

@@ -1,4 +1,4 @@
-"""Figures (capsule_lab.viz) and widgets (capsule_lab.widgets) of chapter 02.
+"""Chapter 02's figures (capsule_lab.figures.routing, .capsnet) and widgets (capsule_lab.widgets.routing, .poses).
 
 Figures: the axes and titles match the inputs; bad inputs raise ValueError. Widgets: they can be
 built without a display and redraw when a slider moves; the numbers they draw are checked against
@@ -18,9 +18,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab import viz, widgets  # noqa: E402
+from capsule_lab import figures, widgets  # noqa: E402
 from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
-from capsule_lab.routing import dynamic_routing  # noqa: E402
+from capsule_lab.routing import ScaledRouter, dynamic_routing  # noqa: E402
 from capsule_lab.training import History  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def reference_routing(votes, iterations, scale=1.0):
 
 
 def bar_heights(fig) -> np.ndarray:
-    """The coupling bars drawn by viz.draw_coupling_bars, as an (I, J) array."""
+    """The coupling bars drawn by figures.draw_coupling_bars, as an (I, J) array."""
     ax = fig.axes[1]
     heights = np.array([p.get_height() for p in ax.patches])
     I = len(ax.get_xticks())
@@ -63,7 +63,7 @@ def bar_heights(fig) -> np.ndarray:
 
 def test_plot_couplings_one_panel_per_iteration():
     result = dynamic_routing(widgets.toy_votes(), 3, history=True)
-    fig = viz.plot_couplings([h.couplings for h in result.history], title="toy")
+    fig = figures.plot_couplings([h.couplings for h in result.history], title="toy")
     panels = [ax for ax in fig.axes if ax.get_title().startswith("iteration")]
     assert [ax.get_title() for ax in panels] == ["iteration 1", "iteration 2", "iteration 3"]
     assert len(fig.axes) == 4  # + colour bar
@@ -71,7 +71,7 @@ def test_plot_couplings_one_panel_per_iteration():
     for h, ax in zip(result.history, panels):
         np.testing.assert_allclose(ax.images[0].get_array(), h.couplings[0].numpy(), atol=1e-7)
     # also a stacked (R, I, J) tensor
-    fig2 = viz.plot_couplings(torch.stack([h.couplings[0] for h in result.history]))
+    fig2 = figures.plot_couplings(torch.stack([h.couplings[0] for h in result.history]))
     assert len(fig2.axes) == 4
 
 
@@ -85,18 +85,18 @@ def test_plot_couplings_one_panel_per_iteration():
 ])
 def test_plot_couplings_rejects_bad_input(bad):
     with pytest.raises(ValueError):
-        viz.plot_couplings(bad)
+        figures.plot_couplings(bad)
 
 
 def test_plot_couplings_rejects_wrong_labels():
     with pytest.raises(ValueError):
-        viz.plot_couplings([torch.full((3, 2), 0.5)], input_labels=["a", "b"])
+        figures.plot_couplings([torch.full((3, 2), 0.5)], input_labels=["a", "b"])
 
 
 def test_plot_toy_routing_draws_every_iteration():
     votes = widgets.toy_votes()
     result = dynamic_routing(votes, 4, history=True)
-    fig = viz.plot_toy_routing(votes[0], [h.couplings for h in result.history], [h.poses for h in result.history])
+    fig = figures.plot_toy_routing(votes[0], [h.couplings for h in result.history], [h.poses for h in result.history])
     assert [ax.get_title() for ax in fig.axes] == [f"iteration {r}" for r in range(1, 5)]
     # one arrow per vote (I·J) and per output (J) in each panel
     I, J = votes.shape[1:3]
@@ -109,45 +109,45 @@ def test_plot_toy_routing_rejects_bad_input():
     votes = widgets.toy_votes()[0]
     c, v = torch.full((1, 5, 2), 0.5), torch.zeros(1, 2, 2)
     with pytest.raises(ValueError):
-        viz.plot_toy_routing(torch.rand(5, 2, 3), c, v)        # 3-D votes
+        figures.plot_toy_routing(torch.rand(5, 2, 3), c, v)        # 3-D votes
     with pytest.raises(ValueError):
-        viz.plot_toy_routing(votes, c, torch.zeros(2, 2, 2))   # R differs
+        figures.plot_toy_routing(votes, c, torch.zeros(2, 2, 2))   # R differs
     with pytest.raises(ValueError):
-        viz.plot_toy_routing(votes, torch.full((1, 4, 2), 0.5), v)  # I differs
+        figures.plot_toy_routing(votes, torch.full((1, 4, 2), 0.5), v)  # I differs
 
 
 def test_plot_history():
     h = History(epoch=[1, 2, 3], train_loss=[0.3, 0.1, 0.05], train_accuracy=[0.8, 0.9, 0.95],
                 test_accuracy=[0.85, 0.92, 0.96], lr=[1e-3] * 3, seconds=[1.0] * 3)
-    fig = viz.plot_history(h)
+    fig = figures.plot_history(h)
     assert [ax.get_title() for ax in fig.axes] == ["training loss", "accuracy (%)"]
     np.testing.assert_allclose(fig.axes[1].lines[1].get_ydata(), [85, 92, 96])
-    assert len(viz.plot_history(h.to_dict()).axes) == 2
+    assert len(figures.plot_history(h.to_dict()).axes) == 2
     with pytest.raises(ValueError):
-        viz.plot_history(History())
+        figures.plot_history(History())
     with pytest.raises(ValueError):
-        viz.plot_history({"epoch": [1, 2], "train_loss": [0.1], "train_accuracy": [0.5, 0.6]})
+        figures.plot_history({"epoch": [1, 2], "train_loss": [0.1], "train_accuracy": [0.5, 0.6]})
     with pytest.raises(ValueError):
-        viz.plot_history([0.1, 0.2])
+        figures.plot_history([0.1, 0.2])
 
 
 def test_plot_reconstructions():
     x, y = torch.rand(5, 1, 28, 28), torch.rand(5, 28, 28)
-    fig = viz.plot_reconstructions(x, y, labels=torch.arange(5), predictions=[0, 1, 2, 3, 5])
+    fig = figures.plot_reconstructions(x, y, labels=torch.arange(5), predictions=[0, 1, 2, 3, 5])
     assert len(fig.axes) == 10
     assert fig.axes[0].get_title() == "label 0" and fig.axes[9].get_title() == "decoded 5"
     np.testing.assert_allclose(fig.axes[5].images[0].get_array(), y[0].numpy())
     with pytest.raises(ValueError):
-        viz.plot_reconstructions(x, torch.rand(4, 28, 28))
+        figures.plot_reconstructions(x, torch.rand(4, 28, 28))
     with pytest.raises(ValueError):
-        viz.plot_reconstructions(torch.rand(28, 28), torch.rand(28, 28))
+        figures.plot_reconstructions(torch.rand(28, 28), torch.rand(28, 28))
     with pytest.raises(ValueError):
-        viz.plot_reconstructions(x, y, labels=[1, 2])
+        figures.plot_reconstructions(x, y, labels=[1, 2])
 
 
 def test_plot_pose_sweep():
     sweep = torch.rand(3, 11, 28, 28)
-    fig = viz.plot_pose_sweep(sweep, widgets.SABOUR_PERTURBATIONS, dims=[0, 5, 15])
+    fig = figures.plot_pose_sweep(sweep, widgets.SABOUR_PERTURBATIONS, dims=[0, 5, 15])
     (ax,) = fig.axes
     assert [t.get_text() for t in ax.get_xticklabels()][::10] == ["-0.25", "+0.25"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["dim 0", "dim 5", "dim 15"]
@@ -155,34 +155,36 @@ def test_plot_pose_sweep():
     assert montage.shape == (3 * 29 - 1, 11 * 29 - 1)
     np.testing.assert_allclose(montage[29:29 + 28, 2 * 29:2 * 29 + 28], sweep[1, 2].numpy(), rtol=1e-6)
     with pytest.raises(ValueError):
-        viz.plot_pose_sweep(sweep, [0.0, 0.1])           # P differs
+        figures.plot_pose_sweep(sweep, [0.0, 0.1])           # P differs
     with pytest.raises(ValueError):
-        viz.plot_pose_sweep(torch.rand(11, 28, 28), widgets.SABOUR_PERTURBATIONS)
+        figures.plot_pose_sweep(torch.rand(11, 28, 28), widgets.SABOUR_PERTURBATIONS)
     with pytest.raises(ValueError):
-        viz.plot_pose_sweep(sweep, widgets.SABOUR_PERTURBATIONS, dims=[0, 1])
+        figures.plot_pose_sweep(sweep, widgets.SABOUR_PERTURBATIONS, dims=[0, 1])
 
 
 # ---------------------------------------------------------------- routing explorer
 
-def test_scaled_routing_is_dynamic_routing_at_scale_one():
+def test_scaled_router_is_dynamic_routing_at_scale_one():
     votes = torch.randn(3, 7, 4, 5)
     for r in (1, 2, 3, 6):
-        a, b = widgets.scaled_routing(votes, r, 1.0), dynamic_routing(votes, r)
+        a, b = ScaledRouter(r, 1.0)(votes), dynamic_routing(votes, r)
         torch.testing.assert_close(a.couplings, b.couplings)
         torch.testing.assert_close(a.poses, b.poses)
 
 
-def test_scaled_routing_matches_plain_python():
+def test_scaled_router_matches_plain_python():
     votes = widgets.toy_votes()
     for scale in (0.0, 2.5):
         c, v = reference_routing(votes[0].tolist(), 4, scale)
-        result = widgets.scaled_routing(votes, 4, scale)
+        result = ScaledRouter(4, scale)(votes)
         np.testing.assert_allclose(result.couplings[0].numpy(), c, atol=1e-6)
         np.testing.assert_allclose(result.poses[0].numpy(), v, atol=1e-6)
     with pytest.raises(ValueError):
-        widgets.scaled_routing(votes, 0)
+        ScaledRouter(0)
     with pytest.raises(ValueError):
-        widgets.scaled_routing(votes[0], 3)
+        ScaledRouter(3)(votes[0])
+    with pytest.raises(ValueError):
+        ScaledRouter(3, float("inf"))(votes)
 
 
 def test_routing_explorer_figure_draws_the_couplings():

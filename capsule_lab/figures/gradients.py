@@ -1,7 +1,7 @@
-"""Figures for chapter 03 (gradients through routing): the unrolled graph, the two gradient terms, and how
-their ratio and the couplings' polarisation evolve during training.
+"""Figures of the gradients through routing: the unrolled graph, the two gradient terms, and how their ratio
+and the couplings' polarisation evolve during training.
 
-Taught in chapter 03 (``chapters/03_routing_gradients.ipynb``). Pure matplotlib, like :mod:`capsule_lab.viz`:
+Taught in chapter 03 (``chapters/03_routing_gradients.ipynb``). Pure matplotlib, like :mod:`capsule_lab.figures.routing`:
 every function draws and returns the Figure (it never calls ``show``) and checks its inputs.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
-from .viz import to_numpy
+from .._checks import check_positive_int, to_numpy
 
 __all__ = ["routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",
            "plot_gradient_history"]
@@ -31,9 +31,7 @@ def routing_graph_edges(iterations: int, constant_couplings: bool = False) -> li
     (the supplement's Fig. 3) nothing flows into the couplings, so only û → s^(K) → v^(K) → L is live.
     Chapter 03.
     """
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
-    K = iterations
+    K = check_positive_int(iterations, "iterations")
     edges = []
     for t in range(1, K + 1):
         edges += [(f"b{t}", f"c{t}"), (f"c{t}", f"s{t}"), ("u", f"s{t}"), (f"s{t}", f"v{t}")]

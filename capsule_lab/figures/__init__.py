@@ -1,0 +1,29 @@
+"""Figures of the course, one module per concept they draw. Pure matplotlib: every function returns the
+:class:`matplotlib.figure.Figure` (or draws on a given ``Axes``), never calls ``show``, and checks its inputs.
+
+- :mod:`~capsule_lab.figures.routing` — couplings per iteration and the 2-D routing toy (chapter 02);
+- :mod:`~capsule_lab.figures.capsnet` — training curves, reconstructions, pose sweeps of a CapsNet (chapter 02);
+- :mod:`~capsule_lab.figures.gradients` — the unrolled routing graph and the two gradient terms (chapter 03);
+- :mod:`~capsule_lab.figures.parse_tree` — the fuzzy parse tree of a deep CapsNet (chapter 04);
+- :mod:`~capsule_lab.figures.style` — the maximum figure width and the output capsules' colours.
+
+Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works.
+"""
+
+from .capsnet import plot_history, plot_pose_sweep, plot_reconstructions
+from .gradients import (draw_routing_graph, plot_gradient_history, plot_gradient_terms, plot_routing_graphs,
+                        routing_graph_edges)
+from .parse_tree import (ParseTreeSummary, format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
+                         parse_tree_summary, plot_parse_tree)
+from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
+from .style import MAX_FIGURE_WIDTH, OUTPUT_COLORS
+
+__all__ = [
+    "MAX_FIGURE_WIDTH", "OUTPUT_COLORS",
+    "plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing",
+    "plot_history", "plot_reconstructions", "plot_pose_sweep",
+    "routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",
+    "plot_gradient_history",
+    "ParseTreeSummary", "parse_tree_summary", "plot_parse_tree", "parse_tree_figure", "format_layer_table",
+    "parse_tree_explorer_figure",
+]

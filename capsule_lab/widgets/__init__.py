@@ -1,0 +1,26 @@
+"""Interactive widgets (ipywidgets), one module per concept they explore; each comes with a ``*_figure``
+function that draws exactly what the widget shows at its default values, for the static book.
+
+- :mod:`~capsule_lab.widgets.routing` — the routing explorer: iterations and agreement scale (chapter 02);
+- :mod:`~capsule_lab.widgets.poses` — the pose explorer: one pose dimension perturbed (chapter 02);
+- :mod:`~capsule_lab.widgets.gradients` — the gradient-terms explorer (chapter 03);
+- :mod:`~capsule_lab.widgets.parse_tree` — the parse-tree explorer: depth × routing (chapter 04);
+- :mod:`~capsule_lab.widgets.figure_output` — how a widget shows its figure.
+
+The widgets are thin: the maths lives in :mod:`capsule_lab.routing` and :mod:`capsule_lab.gradients`, the
+pictures in :mod:`capsule_lab.figures`. They can be built without a display (e.g. in tests); the figure of the
+current state is kept in ``.figure`` and the numbers behind it in ``.result`` / ``.summary`` /
+``.reconstruction``. Every name is re-exported here.
+"""
+
+from .gradients import GradientTermsExplorer, gradient_terms_explorer, gradient_terms_figure
+from .parse_tree import ParseTreeExplorer, parse_tree_explorer
+from .poses import SABOUR_PERTURBATIONS, PoseExplorer, pose_explorer, pose_explorer_figure, pose_sweep
+from .routing import RoutingExplorer, routing_explorer, routing_explorer_figure, toy_votes
+
+__all__ = [
+    "toy_votes", "routing_explorer_figure", "routing_explorer", "RoutingExplorer",
+    "SABOUR_PERTURBATIONS", "pose_sweep", "pose_explorer_figure", "pose_explorer", "PoseExplorer",
+    "gradient_terms_figure", "gradient_terms_explorer", "GradientTermsExplorer",
+    "parse_tree_explorer", "ParseTreeExplorer",
+]

@@ -1,0 +1,68 @@
+"""The parse-tree explorer: compare the fuzzy parse trees of trained deep CapsNets by depth and routing.
+
+Taught in chapter 04, after Mitterreiter et al. (2023), Figure 3. The pictures and the summaries are
+:mod:`capsule_lab.figures.parse_tree`'s; :func:`capsule_lab.figures.parse_tree_explorer_figure` draws the
+widget's default state for the static book.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+from ..figures.parse_tree import format_layer_table, parse_tree_explorer_figure
+
+__all__ = ["ParseTreeExplorer", "parse_tree_explorer"]
+
+
+class ParseTreeExplorer(widgets.VBox):
+    """The parse-tree explorer (see :func:`parse_tree_explorer`): ``depth`` and ``routing`` controls, an
+    ``image`` of the figure and the layer ``table``; ``figure`` and ``summary`` hold what is shown."""
+
+    def __init__(self, summaries: dict, depth: int | None = None, routing: str = "dynamic"):
+        if not isinstance(summaries, dict) or not summaries:
+            raise ValueError("summaries must be a non-empty dict {(depth, routing): ParseTreeSummary}")
+        self.summaries = summaries
+        depths = sorted({d for d, _ in summaries})
+        routings = [r for r in ("dynamic", "uniform") if any(k[1] == r for k in summaries)]
+        self.depth = widgets.SelectionSlider(options=depths, value=depth if depth in depths else depths[-1],
+                                             description="routing layers", continuous_update=False,
+                                             style={"description_width": "initial"})
+        labels = {"dynamic": "RBA", "uniform": "uniform"}
+        self.routing = widgets.ToggleButtons(options=[(labels[r], r) for r in routings],
+                                             value=routing if routing in routings else routings[0])
+        self.image = widgets.Image(format="png")
+        self.table = widgets.HTML()
+        self.figure = None
+        self.summary = None
+        super().__init__([widgets.HBox([self.depth, self.routing]), self.image, self.table])
+        self.depth.observe(self._redraw, names="value")
+        self.routing.observe(self._redraw, names="value")
+        self._redraw()
+
+    def _redraw(self, change=None) -> None:
+        key = (self.depth.value, self.routing.value)
+        if key not in self.summaries:
+            self.table.value = f"<pre>no network trained for {key[0]} routing layers with {key[1]} routing</pre>"
+            self.image.value = b""
+            return
+        self.summary = self.summaries[key]
+        fig = parse_tree_explorer_figure(self.summaries, *key)
+        plt.close(fig)  # shown through the Image widget only, never twice by the inline backend
+        self.figure = fig
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=60)
+        self.image.value = buffer.getvalue()
+        self.table.value = f"<pre>{html.escape(format_layer_table(self.summary.table))}</pre>"
+
+
+def parse_tree_explorer(summaries: dict, depth: int | None = None, routing: str = "dynamic") -> ParseTreeExplorer:
+    """A widget to compare the parse trees of trained deep CapsNets: pick the number of routing layers and
+    the routing (RBA or uniform); it draws :func:`parse_tree_explorer_figure` and prints the layer table.
+
+    summaries: ``{(routing layers, "dynamic" | "uniform"): ParseTreeSummary}``. Chapter 04.
+    """
+    return ParseTreeExplorer(summaries, depth, routing)

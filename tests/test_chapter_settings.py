@@ -1,0 +1,57 @@
+"""Per-chapter settings (capsule_lab.profiles.chapter_settings): one entry per chapter and profile, and the
+chapters read them instead of defining their own."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import FrozenInstanceError
+from pathlib import Path
+
+import pytest
+
+from capsule_lab.models import CapsNetConfig, DeepCapsNetConfig
+from capsule_lab.profiles import (CHAPTER_SETTINGS, PROFILES, DepthStudySettings, GradientStudySettings, Profile,
+                                  chapter_settings)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_chapter_has_a_quick_and_a_full_entry_of_one_type():
+    for chapter, entries in CHAPTER_SETTINGS.items():
+        assert set(entries) == set(PROFILES), chapter
+        assert len({type(s) for s in entries.values()}) == 1, chapter
+
+
+def test_chapter_settings_by_profile_object_name_and_environment(monkeypatch):
+    full = Profile("full", "torchvision", None, 1, 1, 1e-3, 1.0, 0)
+    assert chapter_settings("04", full) is CHAPTER_SETTINGS["04"]["full"]
+    assert chapter_settings("03", "quick") is CHAPTER_SETTINGS["03"]["quick"]
+    monkeypatch.setenv("CAPSULE_LAB_PROFILE", "full")
+    assert chapter_settings("04") is CHAPTER_SETTINGS["04"]["full"]
+
+
+def test_the_settings_are_the_papers_where_the_chapters_say_so():
+    full3, full4 = chapter_settings("03", "full"), chapter_settings("04", "full")
+    assert isinstance(full3, GradientStudySettings) and full3.capsnet == CapsNetConfig.sabour()
+    assert (full3.epochs, full3.lr, full3.lr_decay, full3.max_shift) == (100, 1e-3, 1.0, 2)   # Gu & Tresp's supplement
+    assert isinstance(full4, DepthStudySettings) and full4.config == DeepCapsNetConfig.paper()
+    assert len(full4.seeds) == 10 and full4.affine_train and 4 in full4.depths            # Mitterreiter et al., Tables 1-2
+    quick4 = chapter_settings("04", "quick")
+    assert quick4.config.routing_layers == 4 and set(quick4.depths) <= set(full4.depths) | {6, 7, 8}
+
+
+def test_settings_are_frozen_and_checked():
+    with pytest.raises(FrozenInstanceError):
+        chapter_settings("04", "quick").epochs = 5
+    with pytest.raises(ValueError, match="chapter must be one of"):
+        chapter_settings("09", "quick")
+    with pytest.raises(ValueError, match="unknown profile"):
+        chapter_settings("03", "medium")
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTER_SETTINGS))
+def test_the_chapter_reads_its_settings_from_the_package(chapter):
+    notebook = next((ROOT / "chapters").glob(f"{chapter}_*.ipynb"))
+    code = "\n".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code")
+    assert f'chapter_settings("{chapter}", profile)' in code
+    assert '"quick":' not in code, "a quick/full settings dict defined in the notebook"
