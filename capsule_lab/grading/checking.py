@@ -32,7 +32,7 @@ from .lock import AnswerRefused, refused
 from .tasks import Case, Task, generator, get_task
 
 __all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "CheckResult", "check", "Expected", "expected", "run_student",
-           "verdict", "to_record", "from_record"]
+           "verdict", "credit", "earned_points", "to_record", "from_record"]
 
 RTOL = 1e-5
 ATOL = 1e-6  # scaled by max(1, largest reference value) for each compared tensor
@@ -69,6 +69,11 @@ def _structure(task: Task, result) -> tuple:
     """The student's return value as a tuple of tensors in ``task.outputs`` order, or raise ValueError."""
     if result is None or result is Ellipsis:
         raise _NotImplemented()
+    if task.returns_number:
+        number = result.item() if isinstance(result, torch.Tensor) and result.numel() == 1 else result
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ValueError(f"{task.outputs[0]} should be a number, got {_describe(result)}")
+        return (torch.tensor(float(number), dtype=torch.float64),)
     n = len(task.outputs)
     if n == 1:
         items = (result,)
@@ -138,8 +143,8 @@ def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, studen
     return ev
 
 
-def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
-    """None if ``got`` matches ``want``; else what differs."""
+def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | None = None) -> str | None:
+    """None if ``got`` matches ``want`` (within the task's tolerance, if it states one); else what differs."""
     if tuple(got.shape) != tuple(want.shape):
         return f"{name} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
     if got.dtype != want.dtype:
@@ -148,8 +153,12 @@ def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor) -> str | None:
     if not torch.isfinite(g).all() and torch.isfinite(w).all():
         return f"nan or inf in {name}"
     scale = max(1.0, float(w.abs().max())) if w.numel() else 1.0
-    if not torch.allclose(g, w, rtol=RTOL, atol=ATOL * scale, equal_nan=True):
+    rtol = RTOL if task is None or task.rtol is None else task.rtol
+    atol = ATOL * scale if task is None or task.atol is None else task.atol
+    if not torch.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
         diff = float((g - w).abs().nan_to_num(nan=math.inf).max())
+        if task is not None and task.returns_number:
+            return f"{name} {float(g):.4g} is not within {atol + rtol * abs(float(w)):.3g} of {float(w):.4g}"
         return f"wrong {name} (largest difference {diff:.3g})"
     return None
 
@@ -158,7 +167,7 @@ def _compare(task: Task, case: Case, got: _Evaluation, want: _Evaluation, input_
     if got.error:
         return got.error
     for name, g, w in zip(task.outputs, got.outputs, want.outputs):
-        problem = _mismatch(name, g, w)
+        problem = _mismatch(name, g, w, task)
         if problem:
             return problem
     if case.grad == "none" or want.grads is None:
@@ -213,18 +222,38 @@ def expected(task: Task) -> list[Expected]:
 
 def run_student(task: Task, fn: Callable, cases: Sequence[Expected], refuse: bool = True) -> list[_Evaluation]:
     """Run the student's ``fn`` on fresh copies of the cases' inputs, in order, stopping after one that fails
-    to produce tensors. With ``refuse``, the task's answers raise while it runs (:mod:`.lock`).
+    to produce tensors — unless the task gives partial credit by case group, when every case runs. With
+    ``refuse``, the task's answers raise while it runs (:mod:`.lock`).
 
     Raises ``_NotImplemented`` when the function is a stub (raises NotImplementedError, returns ``...``).
     """
     results = []
+    every_case = len(task.groups()) > 1
     with (refused(task.refused) if refuse else contextlib.nullcontext()):
         for e in cases:
             got = _evaluate(task, fn, e.case, e.weights, student=True)
             results.append(got)
-            if got.error:
+            if got.error and not every_case:
                 break
     return results
+
+
+def credit(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -> tuple[float, list[str]]:
+    """``(fraction of the task's points earned, the case groups failed)``: each case group is worth an equal
+    share and is earned when every case in it matches the reference (a task of one group: all or nothing)."""
+    failed = []
+    for index, e in enumerate(cases):
+        ok = index < len(got) and _compare(task, e.case, got[index], e.want, _input_names(task, e.case)) is None
+        if not ok and e.case.group not in failed:
+            failed.append(e.case.group)
+    groups = list(dict.fromkeys(e.case.group for e in cases))
+    return (len(groups) - len(failed)) / len(groups), failed
+
+
+def earned_points(task: Task, fraction: float) -> float:
+    """The points for ``fraction`` of ``task``: a whole number when it is one, else rounded to 0.01."""
+    points = round(task.points * fraction, 2)
+    return int(points) if points == int(points) else points
 
 
 def verdict(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -> tuple[str, str | None, str]:
@@ -262,11 +291,14 @@ def verdict(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -
     return "passed", None, ""
 
 
-def _run_checks(task: Task, fn: Callable) -> tuple[str | None, str]:
-    """(None, "") if ``fn`` passes every case, else (what differed, hint). In-process: feedback only."""
+def _run_checks(task: Task, fn: Callable) -> tuple[str | None, str, float, list]:
+    """(None, "", 1.0, []) if ``fn`` passes every case, else (what differed, hint, fraction of the points
+    earned, case groups failed). In-process: feedback only."""
     cases = expected(task)
-    _, problem, hint = verdict(task, cases, run_student(task, fn, cases))
-    return problem, hint
+    got = run_student(task, fn, cases)
+    status, problem, hint = verdict(task, cases, got)
+    fraction, failed = credit(task, cases, got)
+    return problem, hint, 0.0 if status == "refused" else fraction, failed
 
 
 # ---------------------------------------------------------------- passing results between processes
@@ -318,7 +350,7 @@ class CheckResult:
 
     task: str
     passed: bool
-    points: int
+    points: float
     max_points: int
     message: str
 
@@ -326,6 +358,8 @@ class CheckResult:
         """The one-line summary :func:`check` prints."""
         if self.passed:
             return f"✔ {self.task} passed ({self.points}/{self.max_points} points)"
+        if self.points:
+            return f"✘ {self.task} partly passed ({self.points}/{self.max_points} points): {self.message}"
         return f"✘ {self.task} failed: {self.message}"
 
     def _ipython_display_(self):
@@ -356,6 +390,7 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     Tasks: see :data:`~capsule_lab.grading.tasks.TASKS` (chapters 01–04). Unknown ids raise ``ValueError``.
     """
     task = get_task(task_id)
+    fraction, failed = 0.0, []
     if not callable(fn):
         if fn is None or fn is Ellipsis:
             problem, hint = NOT_IMPLEMENTED, task.hint
@@ -363,12 +398,15 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
             problem, hint = f"expected a function, got {_describe(fn)}", task.hint
     else:
         try:
-            problem, hint = _run_checks(task, fn)
+            problem, hint, fraction, failed = _run_checks(task, fn)
         except _NotImplemented:
             problem, hint = NOT_IMPLEMENTED, task.hint
     passed = problem is None
     message = f"passed all {len(task.cases())} cases" if passed else f"{problem} — hint: {hint}"
-    result = CheckResult(task.id, passed, task.points if passed else 0, task.points, message)
+    if not passed and fraction > 0:
+        message += f" (case groups failed: {', '.join(failed)})"
+    result = CheckResult(task.id, passed, task.points if passed else earned_points(task, fraction), task.points,
+                         message)
     if verbose:
         sys.stdout.write(result.line() + "\n")  # one write: the line reaches a notebook as one output
         result._printed = True

@@ -11,8 +11,10 @@ The grade of a task comes from here, never from what ran in the student's kernel
    and checked field by field), and the grader compares them with its own answers
    (:func:`~capsule_lab.grading.checking.verdict`).
 
-A task scores its points only with status ``passed``; otherwise ``wrong``, ``error``, ``timeout``,
-``not found`` (no function of the expected name) or ``refused`` (the function called the package's answer).
+A task scores its points with status ``passed``; otherwise ``wrong``, ``error``, ``timeout``, ``not found``
+(no function of the expected name) or ``refused`` (the function called the package's answer). With
+``wrong`` or ``error``, a task whose cases form several groups earns the share of each group whose cases
+all pass (:func:`~capsule_lab.grading.checking.credit`); the other statuses earn nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from .checking import NOT_IMPLEMENTED, Expected, expected, from_record, verdict
+from .checking import NOT_IMPLEMENTED, Expected, credit, earned_points, expected, from_record, verdict
 from .processes import kill_session, start_in_new_session
 from .tasks import Task
 
@@ -76,11 +78,16 @@ def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], s
             "skip": list(skip), "statement_timeout": float(statement_timeout)}
 
 
-def _outcome(task: Task, status: str, problem: str | None = None, hint: str | None = None) -> dict:
+def _outcome(task: Task, status: str, problem: str | None = None, hint: str | None = None,
+             fraction: float = 0.0, failed: Sequence[str] = ()) -> dict:
+    """A task's outcome; ``fraction`` of its points for a task not passed (partial credit by case group)."""
     passed = status == "passed"
     hint = "" if passed else (task.hint if hint is None else hint)
     message = f"passed all {len(_EXPECTED[task.id])} cases" if passed else f"{problem} — hint: {hint}"
-    return {"points": task.points if passed else 0, "max_points": task.points, "status": status,
+    points = task.points if passed else earned_points(task, fraction if status in ("wrong", "error") else 0.0)
+    if not passed and points:
+        message += f" (case groups failed: {', '.join(failed)})"
+    return {"points": points, "max_points": task.points, "status": status,
             "passed": passed, "message": message, "hint": hint}
 
 
@@ -105,7 +112,8 @@ def _judge(task: Task, path: Path) -> dict:
     except Exception as err:  # noqa: BLE001 - whatever the child wrote, it earns nothing
         return _outcome(task, "error", f"the evaluation returned no usable result ({type(err).__name__}: {err})")
     status, problem, hint = verdict(task, _EXPECTED[task.id], got)
-    return _outcome(task, status, problem, hint)
+    fraction, failed = credit(task, _EXPECTED[task.id], got)
+    return _outcome(task, status, problem, hint, fraction, failed)
 
 
 def _progress(workdir: Path, prefix: str) -> int | None:

@@ -32,13 +32,17 @@ class Case:
     """One input on which a student's function is compared with the reference.
 
     ``grad``: ``"compare"`` (gradients of a fixed random projection of the outputs must match the
-    reference's), ``"finite"`` (they must only be finite, e.g. at s = 0) or ``"none"``.
+    reference's), ``"finite"`` (they must only be finite, e.g. at s = 0) or ``"none"``. ``group``: the case
+    group it belongs to (e.g. ``"float64"``, ``"zero vectors"``); a task whose cases form several groups
+    gives partial credit, its points shared equally among the groups, each earned when all its cases pass.
+    The exercise lists the groups, so that no case surprises the student.
     """
 
     name: str
     args: tuple
     kwargs: dict = field(default_factory=dict)
     grad: str = "compare"
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,14 @@ class Task:
     ``input_names`` the floating-point inputs, for messages about gradients (default: "argument 1", …);
     ``function`` the name the exercise notebook gives the student's function (the grader looks it up);
     ``answers`` the package functions that compute the answer (the reference is always one of them).
+
+    Three kinds of task, one framework (CONTRIBUTING.md, "Exercises"): an implementation (the student
+    writes a function of the chapter, or fixes a planted bug in one, a *bug hunt*), a *prediction* (a
+    function of no arguments that returns the student's predicted number, written before the experiment
+    that measures it) and a *mini-experiment* (a function that runs a small experiment and returns its
+    measured number). ``returns_number``: the function returns a plain number (compared as a float64
+    scalar); ``rtol``/``atol``: the tolerance of the comparison (default the checker's tight one; a
+    prediction or an experiment states its band, ``atol`` absolute, not scaled).
     """
 
     id: str
@@ -72,10 +84,17 @@ class Task:
     input_names: tuple = ()
     function: str = ""
     answers: tuple = ()
+    returns_number: bool = False
+    rtol: float | None = None
+    atol: float | None = None
 
     @property
     def chapter(self) -> str:
         return self.id.split(".", 1)[0]
+
+    def groups(self) -> list[str]:
+        """The case groups, in the order of the cases (``[""]`` for a task scored all or nothing)."""
+        return list(dict.fromkeys(case.group for case in self.cases()))
 
     @property
     def refused(self) -> tuple:
@@ -104,6 +123,10 @@ def register(*tasks: Task) -> None:
         for fn in task.refused:
             if not hasattr(fn, "__code__"):
                 raise ValueError(f"task {task.id!r}: answer {fn!r} is not a plain Python function")
+        for name in ("rtol", "atol"):
+            value = getattr(task, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+                raise ValueError(f"task {task.id!r}: {name} must be a number >= 0 or None, got {value!r}")
         TASKS[task.id] = task
 
 
