@@ -47,6 +47,41 @@ def test_function_body_becomes_raise_not_implemented():
     raise NotImplementedError("write your solution here")'''
 
 
+def test_a_bug_hunt_shows_the_given_code_uncommented_in_place_of_the_solution():
+    source = '''def couplings(logits):
+    # BEGIN SOLUTION
+    return torch.softmax(logits, dim=-1)
+    # END SOLUTION
+    # BEGIN GIVEN
+    # c = torch.softmax(logits, dim=1)   # normalised over ...
+    #
+    #     # an indented comment stays a comment
+    # return c
+    # END GIVEN
+
+
+x = couplings(b)'''
+    assert stub(source) == '''def couplings(logits):
+    c = torch.softmax(logits, dim=1)   # normalised over ...
+
+        # an indented comment stays a comment
+    return c
+
+
+x = couplings(b)'''
+    namespace = {}
+    exec(source.replace("x = couplings(b)", ""), namespace)      # the master runs its solution
+
+
+@pytest.mark.parametrize("source", [
+    "def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n    # BEGIN GIVEN\n    # return 2\n",
+    "def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n    # BEGIN GIVEN\n    return 2\n    # END GIVEN",
+])
+def test_a_given_block_must_be_closed_and_only_comments(source):
+    with pytest.raises(ValueError, match="GIVEN"):
+        stub(source)
+
+
 def test_region_inside_a_loop_inside_a_function_raises_too():
     source = """def f(xs):
     total = 0

@@ -107,3 +107,9 @@ def test_a_tolerance_must_be_a_nonnegative_number():
     with pytest.raises(ValueError, match="atol must be a number >= 0"):
         register(Task("98.bad", "bad", 1, _prediction, lambda: [], hint="", function="bad", atol=-1.0))
     assert "98.bad" not in TASKS
+
+
+def test_a_task_kind_is_one_of_the_four():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        register(Task("98.bad", "bad", 1, _prediction, lambda: [], hint="", function="bad", kind="quiz"))
+    assert "98.bad" not in TASKS

@@ -1,6 +1,6 @@
 """Exercises from master notebooks: ``solutions/NN_topic.ipynb`` → ``exercises/NN_topic.ipynb``.
 
-Used for every chapter's exercise notebook (chapters 01 and 02 so far); run as ``capsule-lab assign``.
+Used for every chapter's exercise notebook; run as ``capsule-lab assign``.
 
 In a master notebook the code a student must write sits between two marker lines in a code cell::
 
@@ -18,6 +18,18 @@ indentation:
 * elsewhere: ``...  # your code here``, or ``x = ...  # your code here`` for each variable the region
   assigns (so that later cells still parse and refer to the same names);
 * in markdown: ``*Your answer here.*``.
+
+A bug hunt gives the student code to fix instead of a stub: a ``# BEGIN GIVEN`` … ``# END GIVEN`` block of
+comment lines right after a solution region is what the exercise shows in the region's place, uncommented
+(in the master it is only comments, so the master runs its solution)::
+
+    def couplings(logits):
+        # BEGIN SOLUTION
+        return torch.softmax(logits, dim=-1)
+        # END SOLUTION
+        # BEGIN GIVEN
+        # return torch.softmax(logits, dim=1)
+        # END GIVEN
 
 Outputs and execution counts are cleared, execution and widget metadata removed; the notebook-level
 metadata (kernel, language) is kept. The result is deterministic: the same master gives a byte-identical
@@ -41,6 +53,8 @@ __all__ = ["make_exercise", "exercise_text", "assign", "is_up_to_date", "out_of_
 
 _CODE_BEGIN = re.compile(r"^(?P<indent>[ \t]*)#\s*BEGIN SOLUTION\b.*$")
 _CODE_END = re.compile(r"^[ \t]*#\s*END SOLUTION\b.*$")
+_GIVEN_BEGIN = re.compile(r"^[ \t]*#\s*BEGIN GIVEN\b.*$")
+_GIVEN_END = re.compile(r"^[ \t]*#\s*END GIVEN\b.*$")
 _MD_MARKER = re.compile(r"<!--\s*(BEGIN|END) SOLUTION\s*-->")
 _RAISE = 'raise NotImplementedError("write your solution here")'
 _ELLIPSIS = "...  # your code here"
@@ -125,6 +139,23 @@ def _assigned_names(region: list[str]) -> list[str]:
     return names
 
 
+def _given(lines: list[str], start: int, indent: str, cell_index: int) -> tuple[list[str], int] | None:
+    """The uncommented lines of a ``# BEGIN GIVEN`` block starting at ``start`` and the line after it, or None."""
+    if start >= len(lines) or not _GIVEN_BEGIN.match(lines[start]):
+        return None
+    given = []
+    for i in range(start + 1, len(lines)):
+        if _GIVEN_END.match(lines[i]):
+            return given, i + 1
+        stripped = lines[i].strip()
+        if stripped and not stripped.startswith("#"):
+            raise ValueError(f"cell {cell_index}: line {i + 1} of a '# BEGIN GIVEN' block is not a comment")
+        text = stripped[1:]
+        text = text[1:] if text.startswith(" ") else text
+        given.append(indent + text if text.strip() else "")
+    raise ValueError(f"cell {cell_index}: '# BEGIN GIVEN' on line {start + 1} is never closed by '# END GIVEN'")
+
+
 def _stub_code(source: str, cell_index: int) -> str:
     lines = source.split("\n")
     regions = _solution_regions(lines, cell_index)
@@ -139,6 +170,11 @@ def _stub_code(source: str, cell_index: int) -> str:
         # end of a body (after the last statement) and for cells that do not parse (IPython magics)
         in_def = (functions is not None and any(first <= begin + 1 <= last for first, last in functions)) \
             or _inside_def_by_indentation(lines, begin, indent)
+        given = _given(lines, end + 1, indent, cell_index)
+        if given is not None:
+            out.extend(given[0])
+            position = given[1]
+            continue
         if in_def:
             out.append(indent + _RAISE)
         else:

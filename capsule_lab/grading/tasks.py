@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-__all__ = ["Case", "WrongAnswer", "Task", "TASKS", "register", "task_ids", "get_task",
+__all__ = ["Case", "WrongAnswer", "Task", "KINDS", "TASKS", "register", "task_ids", "get_task",
            "tasks_for_chapter", "generator", "randn"]
 
 
@@ -67,7 +67,8 @@ class Task:
     writes a function of the chapter, or fixes a planted bug in one, a *bug hunt*), a *prediction* (a
     function of no arguments that returns the student's predicted number, written before the experiment
     that measures it) and a *mini-experiment* (a function that runs a small experiment and returns its
-    measured number). ``returns_number``: the function returns a plain number (compared as a float64
+    measured number). ``kind`` says which: ``"implement"``, ``"bug hunt"``, ``"prediction"`` or
+    ``"experiment"``. ``returns_number``: the function returns a plain number (compared as a float64
     scalar); ``rtol``/``atol``: the tolerance of the comparison (default the checker's tight one; a
     prediction or an experiment states its band, ``atol`` absolute, not scaled).
     """
@@ -84,6 +85,7 @@ class Task:
     input_names: tuple = ()
     function: str = ""
     answers: tuple = ()
+    kind: str = "implement"
     returns_number: bool = False
     rtol: float | None = None
     atol: float | None = None
@@ -101,6 +103,9 @@ class Task:
         """The functions refused while the student's function runs — the reference and ``answers``."""
         return tuple(dict.fromkeys((self.reference, *self.answers)))
 
+
+#: The kinds of task (CONTRIBUTING.md, "What an exercise asks").
+KINDS = ("implement", "bug hunt", "prediction", "experiment")
 
 #: The registered tasks by id, in registration order (chapter by chapter); filled by :func:`register`.
 TASKS: dict[str, Task] = {}
@@ -123,6 +128,8 @@ def register(*tasks: Task) -> None:
         for fn in task.refused:
             if not hasattr(fn, "__code__"):
                 raise ValueError(f"task {task.id!r}: answer {fn!r} is not a plain Python function")
+        if task.kind not in KINDS:
+            raise ValueError(f"task {task.id!r}: kind must be one of {list(KINDS)}, got {task.kind!r}")
         for name in ("rtol", "atol"):
             value = getattr(task, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
