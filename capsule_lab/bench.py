@@ -8,11 +8,20 @@ For each shape and each implementation — ``materialised`` (votes û formed, th
 forward + backward. It also measures the machine's fp32 matrix-multiply rate and turns the FLOP count of
 the routing contractions into a FLOP-bound time, so each measured time can be read as a multiple of it.
 
-FLOPs counted: one contraction Σ over (i, k) or (i, d) of B·I·J·D·D_in multiply-adds = 2·B·I·J·D·D_in
-FLOPs. Forward: r weighted sums s_j and r − 1 agreements = 2r − 1 contractions. Backward: every
-contraction has two inputs that need a gradient (each as costly as the forward), so forward + backward
-is 3·(2r − 1) contractions. Forming the votes (materialised) is one more contraction forward and two
-backward; it is not counted, so the bound is the vote-free one for both.
+FLOPs counted (a multiply-add is 2 FLOPs). Forming the votes û_{j|i} = W_ij u_i is a contraction over k of
+B·I·J·D·D_in multiply-adds. On stored votes, a weighted sum s_j = Σ_i c_ij û_{j|i} and an agreement
+⟨û_{j|i}, v_j⟩ cost B·I·J·D each, D_in times less; the vote-free form never stores û, so each of them is a
+contraction over (i, k) or (d, k) of B·I·J·D·D_in. Forward: r weighted sums and r − 1 agreements, 2r − 1 in all:
+
+- ``materialised``: 2·B·I·J·D·D_in (the votes, once) + (2r − 1)·2·B·I·J·D;
+- ``vote_free``: (2r − 1)·2·B·I·J·D·D_in.
+
+So the materialised form does fewer FLOPs (at Sabour's shape, r = 3: 0.61 against 1.89 GFLOP forward) and
+moves more memory (the B·I·J·D votes, written once and read 2r − 1 times); the vote-free form trades memory
+traffic for arithmetic. Backward: every contraction has two inputs that need a gradient, each counted as
+costly as the forward, so forward + backward is 3 × the forward count for both. Not counted: the softmax,
+the squash and the logit updates (B·I·J or B·J·D numbers each), and the vote-free agreement's last step, the
+dot product of W_ijᵀ v_j with u_i (B·I·J·D_in multiply-adds, D times fewer than its contraction).
 """
 
 from __future__ import annotations
@@ -42,13 +51,19 @@ IMPLEMENTATIONS = ("materialised", "vote_free")
 
 
 def routing_flops(B: int, I: int, D_in: int, J: int, D: int, iterations: int) -> dict:
-    """FLOPs of the routing contractions (see the module docstring): {"forward": …, "forward_backward": …}."""
+    """FLOPs of each implementation (see the module docstring):
+    ``{"materialised": {"forward": …, "forward_backward": …}, "vote_free": {…}}``.
+
+    Chapter 02 ("Routing without votes").
+    """
     for name, value in dict(B=B, I=I, D_in=D_in, J=J, D=D, iterations=iterations).items():
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    one = 2 * B * I * J * D * D_in
-    forward = (2 * iterations - 1) * one
-    return {"forward": forward, "forward_backward": 3 * forward}
+    votes = 2 * B * I * J * D * D_in      # û = W u for all (i, j): also one vote-free weighted sum or agreement
+    on_votes = 2 * B * I * J * D          # one weighted sum or agreement on stored votes
+    contractions = 2 * iterations - 1     # r weighted sums and r − 1 agreements
+    forward = {"materialised": votes + contractions * on_votes, "vote_free": contractions * votes}
+    return {impl: {"forward": f, "forward_backward": 3 * f} for impl, f in forward.items()}
 
 
 def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, sync: Callable[[], None] = lambda: None) -> float:
@@ -151,8 +166,8 @@ def bench_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), meas
     """Time (and measure the memory of) every routing implementation at the given shapes.
 
     Returns a JSON-ready dict: the machine (device, threads, torch, matmul rate) and, per shape and
-    implementation, median forward and forward+backward times in ms, peak memory in MB, the FLOP-bound
-    times and the ratio of each measured time to its bound.
+    implementation, median forward and forward+backward times in ms, peak memory in MB, the FLOP count
+    of that implementation, its FLOP-bound times and the ratio of each measured time to its bound.
 
     Chapter 02.
     """
@@ -178,20 +193,22 @@ def bench_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), meas
         entry = {
             "B": B, "I": I, "D_in": D_in, "J": J, "D": D, "iterations": r,
             "votes_mb": round(B * I * J * D * 4 / 1e6, 1),
-            "gflop_forward": round(flops["forward"] / 1e9, 3),
-            "gflop_forward_backward": round(flops["forward_backward"] / 1e9, 3),
-            "bound_ms_forward": round(flops["forward"] / rate * 1e3, 2),
-            "bound_ms_forward_backward": round(flops["forward_backward"] / rate * 1e3, 2),
         }
         u, W = _inputs(shape, device)
         for impl in IMPLEMENTATIONS:
             with torch.no_grad():
                 fwd = time_median(lambda: _forward(impl, u, W, r), repeats, sync=sync)
             fwd_bwd = time_median(lambda: _forward_backward(impl, u, W, r), repeats, sync=sync)
+            count = flops[impl]
             result = {
                 "forward_ms": round(fwd * 1e3, 1),
                 "forward_backward_ms": round(fwd_bwd * 1e3, 1),
-                "forward_backward_x_bound": round(fwd_bwd * rate / flops["forward_backward"], 1),
+                "gflop_forward": round(count["forward"] / 1e9, 3),
+                "gflop_forward_backward": round(count["forward_backward"] / 1e9, 3),
+                "bound_ms_forward": round(count["forward"] / rate * 1e3, 2),
+                "bound_ms_forward_backward": round(count["forward_backward"] / rate * 1e3, 2),
+                "forward_x_bound": round(fwd * rate / count["forward"], 1),
+                "forward_backward_x_bound": round(fwd_bwd * rate / count["forward_backward"], 1),
             }
             if measure_memory:
                 result["peak_memory_mb"] = round(peak_memory(impl, shape, device) / 1e6, 1)

@@ -5,19 +5,52 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from capsule_lab import bench
 from capsule_lab.cli import main
 
 
 def test_routing_flops_by_hand():
-    # Sabour's digit layer, r = 3: one contraction = 2·128·1152·10·16·8 = 377,487,360 FLOPs;
-    # forward = 2r − 1 = 5 contractions, forward + backward = 3 × 5 = 15.
+    # Sabour's digit layer, r = 3. Forming the votes: 2·128·1152·10·16·8 = 377,487,360 FLOPs; a weighted sum
+    # or agreement on stored votes: 2·128·1152·10·16 = 47,185,920. Forward: 2r − 1 = 5 of them.
     flops = bench.routing_flops(128, 1152, 8, 10, 16, 3)
-    assert flops == {"forward": 5 * 377_487_360, "forward_backward": 15 * 377_487_360}
-    assert bench.routing_flops(1, 1, 1, 1, 1, 1) == {"forward": 2, "forward_backward": 6}
+    assert flops["materialised"] == {"forward": 377_487_360 + 5 * 47_185_920,
+                                     "forward_backward": 3 * (377_487_360 + 5 * 47_185_920)}
+    assert flops["vote_free"] == {"forward": 5 * 377_487_360, "forward_backward": 15 * 377_487_360}
+    assert round(flops["materialised"]["forward"] / 1e9, 2) == 0.61  # the numbers chapter 02 quotes
+    assert round(flops["vote_free"]["forward"] / 1e9, 2) == 1.89
+    # All sizes 1, one iteration: the votes (2) + one weighted sum (2) materialised; one contraction (2) vote-free.
+    assert bench.routing_flops(1, 1, 1, 1, 1, 1) == {"materialised": {"forward": 4, "forward_backward": 12},
+                                                     "vote_free": {"forward": 2, "forward_backward": 6}}
     with pytest.raises(ValueError, match="iterations"):
         bench.routing_flops(1, 1, 1, 1, 1, 0)
+
+
+def test_routing_flops_count_the_operations_torch_runs():
+    # An independent count: torch's FLOP counter on the materialised form's contractions (votes by einsum,
+    # then r weighted sums and r − 1 agreements on the stored votes), and on the vote-free form's.
+    from torch.utils.flop_counter import FlopCounterMode
+
+    B, I, D_in, J, D, r = 3, 5, 4, 2, 6, 3
+    u, W = torch.randn(B, I, D_in), torch.randn(I, J, D, D_in)
+    c, v = torch.rand(B, I, J), torch.randn(B, J, D)
+    with FlopCounterMode(display=False) as materialised:
+        votes = torch.einsum("ijdk,bik->bijd", W, u)
+        for _ in range(r):
+            torch.einsum("bij,bijd->bjd", c, votes)
+        for _ in range(r - 1):
+            torch.einsum("bijd,bjd->bij", votes, v)
+    with FlopCounterMode(display=False) as vote_free:
+        for _ in range(r):
+            torch.einsum("ijdk,bij,bik->bjd", W, c, u)        # Σ_{i,k} (c_ij u_ik) W_ij[:, k]
+        for _ in range(r - 1):
+            torch.einsum("ijdk,bjd,bik->bij", W, v, u)        # ⟨u_i, W_ijᵀ v_j⟩
+    flops = bench.routing_flops(B, I, D_in, J, D, r)
+    assert materialised.get_total_flops() == flops["materialised"]["forward"]
+    # The vote-free agreement also takes the dot product of W_ijᵀ v_j with u_i: 2·B·I·J·D_in FLOPs each, not
+    # counted by routing_flops (D times smaller than the contraction).
+    assert vote_free.get_total_flops() == flops["vote_free"]["forward"] + (r - 1) * 2 * B * I * J * D_in
 
 
 def test_time_median_is_the_median():
@@ -45,8 +78,10 @@ def test_bench_routing_report_on_a_tiny_shape(monkeypatch, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["device"] == "cpu" and report["matmul_gflops"] > 0
     tiny = report["shapes"]["tiny"]
-    assert tiny["gflop_forward"] == round(3 * 2 * 4 * 6 * 3 * 4 * 2 / 1e9, 3)
+    flops = bench.routing_flops(4, 6, 2, 3, 4, 2)
     for impl in bench.IMPLEMENTATIONS:
+        assert tiny[impl]["gflop_forward"] == round(flops[impl]["forward"] / 1e9, 3)
+        assert tiny[impl]["forward_backward_x_bound"] > 0
         assert tiny[impl]["forward_ms"] > 0 and tiny[impl]["forward_backward_ms"] > 0
         assert tiny[impl]["peak_memory_mb"] >= 0
     with pytest.raises(ValueError, match="unknown shape"):
