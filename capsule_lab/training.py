@@ -21,7 +21,12 @@ from .data import random_shift
 from .models import capsnet_loss
 from .modes import eval_mode
 
-__all__ = ["History", "batches", "eval_mode", "evaluate", "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
+__all__ = ["OPTIMIZERS", "History", "batches", "eval_mode", "evaluate", "fit", "fit_profile", "save_checkpoint",
+           "load_checkpoint"]
+
+
+#: The optimisers :func:`fit` accepts (chapter 04 compares them on dying capsules).
+OPTIMIZERS = ("adam", "sgd")
 
 
 @dataclass
@@ -92,6 +97,8 @@ def fit(
     batch_size: int = 128,
     lr: float = 1e-3,
     lr_decay: float = 0.9,
+    optimizer: str = "adam",
+    momentum: float = 0.0,
     max_shift: int = 0,
     device=None,
     amp: bool = False,
@@ -101,11 +108,16 @@ def fit(
     progress: bool = True,
     on_epoch_end: Callable[[int, torch.nn.Module], None] | None = None,
 ) -> History:
-    """Train ``model`` with Adam and a per-epoch exponential learning-rate decay; return its :class:`History`.
+    """Train ``model`` with Adam (or SGD) and a per-epoch exponential learning-rate decay; return its :class:`History`.
 
     Args:
         train, test: datasets of ``(image, label)``; ``test`` is evaluated after every epoch.
-        epochs, batch_size, lr, lr_decay: Adam with ``ExponentialLR(lr_decay)`` stepped once per epoch.
+        epochs, batch_size, lr, lr_decay: the optimiser with ``ExponentialLR(lr_decay)`` stepped once per epoch.
+        optimizer: ``"adam"`` (the default; it divides each step by a running estimate of the gradient's size,
+            so a tiny but non-zero gradient still moves a weight at the full learning rate) or ``"sgd"``
+            (``w ← w − lr·g``, or with ``momentum`` μ > 0 the heavy-ball ``m ← μ·m + g, w ← w − lr·m``: a tiny
+            gradient makes a tiny step). Chapter 04 compares them on dying capsules.
+        momentum: SGD's momentum μ in [0, 1); must be 0 with Adam.
         max_shift: random translation of training images in pixels (Sabour: 2; 0 turns it off).
         device: "cpu", "cuda", ...; default: the model's device. ``amp`` uses mixed precision on CUDA only.
         seed: seeds the shuffling and the shifts (the model's initialisation is the caller's).
@@ -114,13 +126,20 @@ def fit(
         on_epoch_end: called as ``on_epoch_end(epoch, model)`` after every epoch (after the evaluation),
             e.g. to measure something about the model as it trains (chapter 03 measures gradients).
 
-    Chapter 02.
+    Chapter 02 (the SGD option: chapter 04).
     """
     if epochs < 0:
         raise ValueError(f"epochs must be >= 0, got {epochs}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be a number in [0, 1), got {momentum!r}")
+    if optimizer == "adam" and momentum != 0:
+        raise ValueError(f"momentum must be 0 with optimizer='adam' (it is SGD's), got {momentum!r}")
     device = torch.device(device or next(model.parameters()).device)
     model.to(device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = (torch.optim.Adam(model.parameters(), lr=lr) if optimizer == "adam"
+                 else torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum))
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=amp and device.type == "cuda")
     generator = torch.Generator().manual_seed(seed)

@@ -1,14 +1,19 @@
-"""capsule_lab.models.DeepCapsNet (chapter 04): shapes, the routing switch, learned priors, squash_exp, training."""
+"""capsule_lab.models.DeepCapsNet (chapter 04): shapes, the routing switch, learned priors, squash_exp, training;
+the options of the dead-capsule search (squash, prior_std) and Theorem 2 under SGD and Adam."""
 
 from __future__ import annotations
+
+import copy
+import math
 
 import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from capsule_lab import margin_loss, squash_exp
+from capsule_lab import margin_loss, squash, squash_exp
 from capsule_lab.layers import capsule_votes
 from capsule_lab.models import DeepCapsNet, DeepCapsNetConfig, RoutingLayer
+from capsule_lab.models.deep_capsnet import SQUASHES
 from capsule_lab.routing import dynamic_routing
 from capsule_lab.training import evaluate, fit
 
@@ -106,3 +111,86 @@ def test_input_checks():
         DeepCapsNetConfig(routing_layers=0)
     with pytest.raises(ValueError, match="routing"):
         RoutingLayer(2, 2, 2, 2, routing="nope")
+
+
+# ------------------------------------------------------------------------------------------ search options (chapter 04)
+
+
+def test_defaults_are_the_papers_squash_and_zero_priors():
+    c = DeepCapsNetConfig.quick()
+    assert (c.squash, c.prior_std) == ("exp", 0.0) and SQUASHES["exp"] is squash_exp and SQUASHES["sabour"] is squash
+    layer = RoutingLayer(4, 2, 3, 2)
+    assert torch.equal(layer.prior, torch.zeros(4, 3))
+
+
+@pytest.mark.parametrize("routing", ["dynamic", "uniform"])
+def test_squash_option_on_a_hand_case(routing):
+    """One input capsule u = (3, 4), W = identity, one output: s = u, so the output is g(s) with ‖s‖ = 5."""
+    expected = {"sabour": torch.tensor([0.6, 0.8]) * 25 / 26,                 # ‖s‖²/(1 + ‖s‖²) · s/‖s‖
+                "exp": torch.tensor([0.6, 0.8]) * (1 - math.exp(-5.0))}       # (1 − e^{−‖s‖}) · s/‖s‖
+    for name, value in expected.items():
+        layer = RoutingLayer(1, 2, 1, 2, routing=routing, squash=name)
+        with torch.no_grad():
+            layer.weight.copy_(torch.eye(2).view(1, 1, 2, 2))
+        out = layer(torch.tensor([[[3.0, 4.0]]]))
+        assert torch.allclose(out.poses[0, 0], value, atol=1e-6), name
+
+
+def test_sabour_network_uses_squash_everywhere():
+    torch.manual_seed(0)
+    model = DeepCapsNet(small(squash="sabour", routing_layers=2))
+    x = torch.rand(2, 1, 28, 28)
+    out = model(x)
+    u = squash(model.backbone(x).view(2, 16, 8))
+    assert torch.allclose(out.capsules[0], u, atol=1e-6)
+    for l, layer in enumerate(model.layers):
+        u = dynamic_routing(capsule_votes(u, layer.weight), 3, layer.prior, activation=squash).poses
+        assert torch.allclose(out.capsules[l + 1], u, atol=1e-5)
+
+
+def test_prior_std_draws_normal_priors_and_zero_draws_nothing():
+    torch.manual_seed(0)
+    layer = RoutingLayer(64, 2, 64, 2, prior_std=3.0)
+    assert abs(layer.prior.std().item() - 3.0) < 0.1 and abs(layer.prior.mean().item()) < 0.1
+    # prior_std = 0 consumes no random numbers: the default network's weights are unchanged by the option
+    torch.manual_seed(5)
+    a = DeepCapsNet(small())
+    torch.manual_seed(5)
+    b = DeepCapsNet(small(prior_std=0.0, squash="exp"))
+    for (name, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        assert torch.equal(p, q), name
+
+
+def test_search_options_are_checked():
+    with pytest.raises(ValueError, match=r"squash must be one of \['exp', 'sabour'\], got 'tanh'"):
+        DeepCapsNetConfig(squash="tanh")
+    with pytest.raises(ValueError, match="prior_std must be a number >= 0"):
+        DeepCapsNetConfig(prior_std=-1.0)
+    with pytest.raises(ValueError, match="init_std must be a number >= 0"):
+        DeepCapsNetConfig(init_std=-0.5)
+    with pytest.raises(ValueError, match="prior_std must be 0 without learned priors"):
+        DeepCapsNetConfig(routing="uniform", prior_std=1.0)
+    with pytest.raises(ValueError, match="prior_std must be 0 without learned priors"):
+        DeepCapsNetConfig(learned_priors=False, prior_std=1.0)
+    with pytest.raises(ValueError, match="squash must be one of"):
+        RoutingLayer(2, 2, 2, 2, squash="relu")
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_zeroed_capsule_stays_dead_while_the_network_trains(optimizer):
+    """Theorem 2: zero the matrices that write capsule 0 of layer 2 and those that read it; every gradient that
+    could revive it is exactly zero, so neither SGD (w ← w − lr·0) nor Adam moves them, and the capsule stays 0."""
+    torch.manual_seed(0)
+    model = DeepCapsNet(small(routing_layers=3))
+    with torch.no_grad():
+        model.layers[0].weight[:, 0] = 0.0                 # W_(0,i) for every i: writes capsule 0 of layer 2
+        model.layers[1].weight[0] = 0.0                    # W_(j,0) for every j: reads it
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.rand(48, 1, 28, 28, generator=g), torch.randint(0, 10, (48,), generator=g))
+    before = copy.deepcopy(model.state_dict())
+    options = dict(optimizer="sgd", lr=0.5, momentum=0.9) if optimizer == "sgd" else dict(lr=0.01)
+    fit(model, data, epochs=2, batch_size=16, progress=False, **options)
+    assert (model.layers[0].weight[:, 0] == 0).all() and (model.layers[1].weight[0] == 0).all()
+    assert not torch.equal(model.layers[0].weight[:, 1], before["layers.0.capsules.weight"][:, 1])   # others moved
+    with torch.no_grad():
+        assert (model(data.tensors[0]).capsules[1][:, 0] == 0).all()

@@ -350,3 +350,99 @@ def test_slim_capsnet_on_64_real_digits():
     assert len(hist.train_loss) == 2 and len(hist.train_accuracy) == 2
     assert all(np.isfinite(hist.train_loss))
     assert hist.train_loss[1] < hist.train_loss[0]
+
+
+# ------------------------------------------------------------------------------------------ optimiser option (chapter 04)
+
+class _Linear(nn.Module):
+    """lengths = sigmoid(x·w), row k scaled by scale[k]: a model whose gradient is easy to take by hand, with the
+    output fit needs. A tiny scale[k] makes row k's gradient tiny, as for the matrices reading a nearly dead capsule."""
+
+    def __init__(self, scale=(1.0, 1.0)):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([[0.3, -0.2, 0.1], [0.05, 0.4, -0.3]], dtype=torch.float64))
+        self.register_buffer("scale", torch.tensor(scale, dtype=torch.float64))
+
+    def forward(self, x, targets=None):
+        return CapsNetOutput(torch.sigmoid((x.flatten(1).double() @ self.w.T) * self.scale), None, None, None, None)
+
+
+def _tiny_data():
+    g = torch.Generator().manual_seed(3)
+    return TensorDataset(torch.rand(6, 1, 1, 3, generator=g, dtype=torch.float64), torch.tensor([0, 1, 1, 0, 1, 0]))
+
+
+def _hand_gradient(w, data, scale=(1.0, 1.0)):
+    """∂L/∂w of the margin loss of sigmoid((x wᵀ)·scale), by the chain rule written out (not through fit or autograd):
+    ∂L/∂ℓ_k = −2(m⁺ − ℓ_k)₊ for the true class, 2λ(ℓ_k − m⁻)₊ otherwise (mean over the batch); ℓ = σ(z), σ' = ℓ(1 − ℓ)."""
+    x, y = data.tensors
+    x = x.flatten(1)
+    scale = torch.tensor(scale, dtype=torch.float64)
+    lengths = torch.sigmoid((x @ w.T) * scale)
+    t = torch.nn.functional.one_hot(y, 2).double()
+    d_len = (-2 * t * (0.9 - lengths).clamp_min(0) + 2 * 0.5 * (1 - t) * (lengths - 0.1).clamp_min(0)) / len(y)
+    d_z = d_len * lengths * (1 - lengths) * scale
+    return d_z.T @ x
+
+
+def _margin(out, x, y):
+    from capsule_lab.capsules import margin_loss
+    return margin_loss(out.lengths, y)
+
+
+def test_fit_sgd_step_is_w_minus_lr_g():
+    torch.manual_seed(0)
+    model, data = _Linear(), _tiny_data()
+    w0 = model.w.detach().clone()
+    fit(model, data, epochs=1, batch_size=6, lr=0.5, optimizer="sgd", loss_fn=_margin, progress=False)
+    np.testing.assert_allclose(model.w.detach(), w0 - 0.5 * _hand_gradient(w0, data), rtol=0, atol=1e-12)
+
+
+def test_fit_sgd_momentum_is_the_heavy_ball_update():
+    model, data = _Linear(), _tiny_data()
+    w0 = model.w.detach().clone()
+    fit(model, data, epochs=2, batch_size=6, lr=0.5, lr_decay=1.0, optimizer="sgd", momentum=0.9,
+        loss_fn=_margin, progress=False)
+    g1 = _hand_gradient(w0, data)
+    w1 = w0 - 0.5 * g1                                   # m₁ = g₁
+    w2 = w1 - 0.5 * (0.9 * g1 + _hand_gradient(w1, data))   # m₂ = μ m₁ + g₂
+    np.testing.assert_allclose(model.w.detach(), w2, rtol=0, atol=1e-12)
+
+
+def test_fit_default_is_still_adam_whose_first_step_is_lr_times_the_sign():
+    model, data = _Linear(), _tiny_data()
+    w0 = model.w.detach().clone()
+    fit(model, data, epochs=1, batch_size=6, lr=0.01, loss_fn=_margin, progress=False)
+    g = _hand_gradient(w0, data)
+    # Adam's first step: m̂ = g, v̂ = g², so w₁ = w₀ − lr · g / (|g| + 1e-8): a step of lr whatever |g| is.
+    np.testing.assert_allclose(model.w.detach(), w0 - 0.01 * g / (g.abs() + 1e-8), rtol=0, atol=1e-12)
+    explicit = _Linear()
+    fit(explicit, data, epochs=1, batch_size=6, lr=0.01, optimizer="adam", loss_fn=_margin, progress=False)
+    assert torch.equal(explicit.w, model.w)
+
+
+def test_adam_moves_a_tiny_gradient_at_the_full_rate_and_sgd_does_not():
+    """Why a nearly dead capsule can recover under Adam and not under SGD (chapter 04)."""
+    data, scale = _tiny_data(), (1.0, 1e-4)              # row 1's gradient is ~1e-4 times row 0's
+    moved = {}
+    for optimizer in ("adam", "sgd"):
+        model = _Linear(scale)
+        w0 = model.w.detach().clone()
+        fit(model, data, epochs=1, batch_size=6, lr=0.01, optimizer=optimizer, loss_fn=_margin, progress=False)
+        moved[optimizer] = (model.w.detach() - w0).abs()
+    g = _hand_gradient(w0, data, scale)
+    assert g[1].abs().max() < 1e-4 * g[0].abs().max() * 10
+    assert torch.allclose(moved["adam"], torch.full_like(moved["adam"], 0.01), rtol=1e-2)   # lr, whatever |g|
+    np.testing.assert_allclose(moved["sgd"], 0.01 * g.abs(), rtol=0, atol=1e-12)              # lr·|g|
+    assert moved["sgd"][1].max() < 1e-5 * moved["adam"][1].min()
+
+
+def test_fit_rejects_unknown_optimizers_and_bad_momentum():
+    model, data = _Linear(), _tiny_data()
+    for kwargs, match in ((dict(optimizer="rmsprop"), "optimizer must be one of"),
+                          (dict(optimizer="sgd", momentum=-0.1), r"momentum must be a number in \[0, 1\)"),
+                          (dict(optimizer="sgd", momentum=1.0), r"momentum must be a number in \[0, 1\)"),
+                          (dict(optimizer="sgd", momentum=True), r"momentum must be a number in \[0, 1\)"),
+                          (dict(momentum=0.9), "momentum must be 0 with optimizer='adam'")):
+        with pytest.raises(ValueError, match=match):
+            fit(model, data, epochs=1, loss_fn=_margin, progress=False, **kwargs)
