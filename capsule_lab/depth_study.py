@@ -7,6 +7,11 @@ are collected on the test digits (:func:`capsule_lab.diagnostics.collect_capsule
 (:func:`capsule_lab.diagnostics.layer_table`). With ``track=True`` a
 :class:`~capsule_lab.diagnostics.GradientTracker` records every capsule's length and gradient norms at every
 training step (Theorem 2 seen during training).
+
+What makes capsules die at a scale a CPU can train is searched by ``scripts/dead_capsule_search.py``: it calls
+:func:`train_and_measure` with keyword overrides (``optimizer``, ``momentum``, ``config`` changes such as the
+squash, W's and the priors' initial spread) on top of a settings object, and records every run in
+``results/dead_capsule_search.csv``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from torch.utils.data import Dataset, TensorDataset
 from ._checks import check_positive_int
 from .data import affine_test_set, load_mnist
 from .diagnostics import CapsuleRecord, GradientTracker, collect_capsules, layer_table
-from .models import DeepCapsNet
+from .models import DeepCapsNet, DeepCapsNetConfig
 from .profiles import DepthStudySettings
 from .training import fit
 
@@ -60,18 +65,35 @@ def depth_study_data(settings: DepthStudySettings, source: str = "offline") -> t
 
 
 def train_and_measure(settings: DepthStudySettings, depth: int, routing: str, seed: int, train: Dataset,
-                      test: Dataset, device="cpu", amp: bool = False, track: bool = False) -> DepthRun:
+                      test: Dataset, device="cpu", amp: bool = False, track: bool = False, *,
+                      optimizer: Optional[str] = None, momentum: Optional[float] = None,
+                      config: Optional[dict] = None) -> DepthRun:
     """Train one DeepCapsNet with ``depth`` routing layers and ``routing`` ("dynamic" or "uniform") under
     ``settings``, seeded by ``seed`` (initial weights and shuffling), and measure its capsules on ``test``.
 
-    ``track=True`` records per-step capsule lengths and gradient norms (costs a little time). Chapter 04.
+    ``track=True`` records per-step capsule lengths and gradient norms (costs a little time).
+
+    Overrides, for the search of what makes capsules die (``scripts/dead_capsule_search.py``): ``optimizer``
+    (``"adam"`` or ``"sgd"``) and ``momentum`` go to :func:`~capsule_lab.training.fit` (default: the settings'
+    ``optimizer`` / ``momentum`` fields if it has them, else Adam without momentum); ``config`` is a dict of
+    :class:`~capsule_lab.models.DeepCapsNetConfig` changes applied to ``settings.config`` (e.g.
+    ``{"squash": "sabour", "init_std": 0.5}``; not ``routing_layers`` or ``routing``, which are ``depth`` and
+    ``routing``). Chapter 04.
     """
     _check_settings(settings)
     check_positive_int(depth, "depth")
+    fields = set(DeepCapsNetConfig.__dataclass_fields__) - {"routing_layers", "routing"}
+    if config is not None and (not isinstance(config, dict) or not set(config) <= fields):
+        raise ValueError(f"config must be a dict of DeepCapsNetConfig changes (some of {sorted(fields)}; depth and "
+                         f"routing are arguments of their own), got {config!r}")
+    optimizer = optimizer if optimizer is not None else getattr(settings, "optimizer", "adam")
+    momentum = momentum if momentum is not None else getattr(settings, "momentum", 0.0)
+    net_config = replace(settings.config, routing_layers=depth, routing=routing, **(config or {}))
     torch.manual_seed(seed)
-    net = DeepCapsNet(replace(settings.config, routing_layers=depth, routing=routing)).to(device)
+    net = DeepCapsNet(net_config).to(device)
     options = dict(epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
-                   lr_decay=settings.lr_decay, seed=seed, progress=False, device=device, amp=amp)
+                   lr_decay=settings.lr_decay, optimizer=optimizer, momentum=momentum, seed=seed, progress=False,
+                   device=device, amp=amp)
     gradients = None
     if track:
         with GradientTracker(net) as tracker:

@@ -1,0 +1,170 @@
+"""capsule_lab.depth_study (chapter 04's experiment) and scripts/dead_capsule_search.py (what makes capsules die):
+the keyword overrides reach the model and the optimiser, the defaults are unchanged, the script's CSV holds what
+it measured and resumes, and the committed results agree with themselves."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+import capsule_lab.depth_study as depth_study
+from capsule_lab.depth_study import DepthRun, train_and_measure
+from capsule_lab.diagnostics import layer_table
+from capsule_lab.profiles import DepthStudySettings, chapter_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("dead_capsule_search", ROOT / "scripts" / "dead_capsule_search.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny():
+    settings = replace(chapter_settings("04", "quick"), train_size=32, test_size=16, epochs=1, batch_size=16)
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.rand(32, 1, 28, 28, generator=g), torch.randint(0, 10, (32,), generator=g))
+    return settings, data, TensorDataset(*(t[:16] for t in data.tensors))
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Record what train_and_measure passes to fit (fit still runs)."""
+    seen = []
+    real = depth_study.fit
+
+    def spy(model, train, test=None, **options):
+        seen.append((model, options))
+        return real(model, train, test, **options)
+
+    monkeypatch.setattr(depth_study, "fit", spy)
+    return seen
+
+
+def test_default_call_is_adam_without_momentum_and_the_settings_config(calls):
+    settings, train, test = _tiny()
+    run = train_and_measure(settings, 2, "dynamic", 0, train=train, test=test)
+    model, options = calls[0]
+    assert (options["optimizer"], options["momentum"]) == ("adam", 0.0)
+    assert (options["lr"], options["epochs"], options["batch_size"]) == (settings.lr, 1, 16)
+    assert model.config == replace(settings.config, routing_layers=2, routing="dynamic")
+    assert isinstance(run, DepthRun) and len(run.table) == 3 and run.gradients is None
+    assert run.table == layer_table(run.record)
+
+
+def test_overrides_reach_the_optimiser_and_the_model(calls):
+    settings, train, test = _tiny()
+    run = train_and_measure(settings, 3, "dynamic", 1, train=train, test=test, track=True, optimizer="sgd",
+                            momentum=0.9, config={"squash": "sabour", "prior_std": 2.0, "iterations": 2})
+    model, options = calls[0]
+    assert (options["optimizer"], options["momentum"]) == ("sgd", 0.9)
+    assert (model.config.squash, model.config.prior_std, model.config.iterations) == ("sabour", 2.0, 2)
+    assert model.config.routing_layers == 3 and run.model is model
+    assert len(run.gradients["norm"]) == 4 and run.gradients["norm"][0].shape == (2, 16)   # 2 steps, 16 capsules
+
+
+def test_settings_fields_are_used_when_the_settings_have_them(calls):
+    """Once DepthStudySettings gains ``optimizer`` and ``momentum``, train_and_measure reads them."""
+    Extended = dataclasses.make_dataclass("Extended", [("optimizer", str, "sgd"), ("momentum", float, 0.5)],
+                                          bases=(DepthStudySettings,), frozen=True)
+    settings, train, test = _tiny()
+    extended = Extended(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)})
+    train_and_measure(extended, 1, "uniform", 0, train=train, test=test)
+    train_and_measure(extended, 1, "uniform", 0, train=train, test=test, optimizer="adam", momentum=0.0)
+    assert [(o["optimizer"], o["momentum"]) for _, o in calls] == [("sgd", 0.5), ("adam", 0.0)]
+
+
+def test_same_seed_same_run_and_the_optimiser_changes_it():
+    settings, train, test = _tiny()
+    a = train_and_measure(settings, 2, "dynamic", 3, train=train, test=test)
+    b = train_and_measure(settings, 2, "dynamic", 3, train=train, test=test, optimizer="adam")
+    c = train_and_measure(settings, 2, "dynamic", 3, train=train, test=test, optimizer="sgd", momentum=0.9)
+    for (name, p), (_, q), (_, r) in zip(a.model.named_parameters(), b.model.named_parameters(),
+                                         c.model.named_parameters()):
+        assert torch.equal(p, q), name
+    assert not torch.equal(a.model.layers[0].weight, c.model.layers[0].weight)
+
+
+def test_bad_overrides_are_refused():
+    settings, train, test = _tiny()
+    for config in ({"routing": "uniform"}, {"routing_layers": 2}, {"nope": 1}, [("squash", "exp")]):
+        with pytest.raises(ValueError, match="config must be a dict of DeepCapsNetConfig changes"):
+            train_and_measure(settings, 1, "dynamic", 0, train=train, test=test, config=config)
+    with pytest.raises(ValueError, match="squash must be one of"):
+        train_and_measure(settings, 1, "dynamic", 0, train=train, test=test, config={"squash": "tanh"})
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        train_and_measure(settings, 1, "dynamic", 0, train=train, test=test, optimizer="lbfgs")
+    with pytest.raises(ValueError, match="settings must be a DepthStudySettings"):
+        train_and_measure({"lr": 1}, 1, "dynamic", 0, train=train, test=test)
+
+
+# ------------------------------------------------------------------------------------------ the search script
+
+def test_quick_search_writes_measured_rows_and_resumes(tmp_path, capsys):
+    script = _script()
+    path = tmp_path / "search.csv"
+    script.main(["run", "--quick", "--csv", str(path)])
+    rows = list(csv.DictReader(path.open()))
+    assert [(r["label"], r["depth"]) for r in rows] == [("smoke", "1"), ("smoke", "2"), ("smoke sgd", "2")]
+    assert tuple(rows[0]) == script.COLUMNS
+    for r in rows:
+        depth = int(r["depth"])
+        assert 0.0 <= float(r["accuracy"]) <= 1.0 and r["torch"] == torch.__version__
+        assert all(r[f"cdr_{l}"] != "" for l in range(1, depth + 2)) and r[f"cdr_{depth + 2}"] == ""
+        for l in range(1, depth + 2):
+            capsules = 10 if l == depth + 1 else 16
+            assert float(r[f"cdr_{l}"]) == pytest.approx(float(r[f"cds_{l}"]) / capsules, rel=1e-5)
+    assert rows[2]["optimizer"] == "sgd" and float(rows[2]["momentum"]) == 0.9
+    capsys.readouterr()
+    script.main(["run", "--quick", "--csv", str(path)])                       # everything is there: nothing runs
+    assert capsys.readouterr().out == "" and len(list(csv.DictReader(path.open()))) == 3
+
+
+def test_plot_draws_a_figure_for_the_text_column(tmp_path):
+    from PIL import Image
+    script = _script()
+    path, png = tmp_path / "search.csv", tmp_path / "search.png"
+    script.main(["run", "--quick", "--csv", str(path)])
+    rows = list(csv.DictReader(path.open()))
+    for r in rows:                                                 # the plot leaves out the smoke test's grid
+        r["grid"] = "test"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, script.COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    script.main(["plot", "--csv", str(path), "--out", str(png), "--labels", "smoke"])
+    width, height = Image.open(png).size
+    assert width <= 750 and height > 100
+
+
+def test_committed_results_are_consistent():
+    script = _script()
+    path = ROOT / "results" / "dead_capsule_search.csv"
+    if not path.exists():
+        pytest.skip("no committed search results")
+    rows = script.read_rows(path)
+    assert rows and len({script.run_key(r) for r in rows}) == len(rows)          # one row per run
+    for r in rows:
+        depth = int(r["depth"])
+        hidden = [float(r[f"cds_{l}"]) for l in range(2, depth + 1)]
+        assert float(r["hidden_cds"]) == pytest.approx(sum(hidden))                   # the CSV keeps 6 digits
+        assert float(r["hidden_cdr"]) == pytest.approx(sum(hidden) / (16 * len(hidden)) if hidden else 0.0, rel=1e-5)
+        assert 0.0 <= float(r["accuracy"]) <= 1.0 and float(r["seconds"]) > 0
+    shipped = ROOT / "results" / "dead_capsule_runs.json"
+    if shipped.exists():
+        blob = json.loads(shipped.read_text())
+        assert {"command", "seeds", "depths", "torch", "machine", "seconds"} <= set(blob["provenance"])
+        assert shipped.stat().st_size < 1_000_000
+        for run in blob["runs"]:
+            assert len(run["table"]) == run["depth"] + 1
+            assert all(row["cdr"] == pytest.approx(row["cds"] / row["capsules"]) for row in run["table"])
