@@ -75,7 +75,7 @@ def train_and_measure(settings: DepthStudySettings, depth: int, routing: str, se
 
     Overrides, for the search of what makes capsules die (``scripts/dead_capsule_search.py``): ``optimizer``
     (``"adam"`` or ``"sgd"``) and ``momentum`` go to :func:`~capsule_lab.training.fit` (default: the settings'
-    ``optimizer`` / ``momentum`` fields if it has them, else Adam without momentum); ``config`` is a dict of
+    ``optimizer`` and ``momentum``); ``config`` is a dict of
     :class:`~capsule_lab.models.DeepCapsNetConfig` changes applied to ``settings.config`` (e.g.
     ``{"squash": "sabour", "init_std": 0.5}``; not ``routing_layers`` or ``routing``, which are ``depth`` and
     ``routing``). Chapter 04.
@@ -86,8 +86,8 @@ def train_and_measure(settings: DepthStudySettings, depth: int, routing: str, se
     if config is not None and (not isinstance(config, dict) or not set(config) <= fields):
         raise ValueError(f"config must be a dict of DeepCapsNetConfig changes (some of {sorted(fields)}; depth and "
                          f"routing are arguments of their own), got {config!r}")
-    optimizer = optimizer if optimizer is not None else getattr(settings, "optimizer", "adam")
-    momentum = momentum if momentum is not None else getattr(settings, "momentum", 0.0)
+    optimizer = settings.optimizer if optimizer is None else optimizer
+    momentum = settings.momentum if momentum is None else momentum
     net_config = replace(settings.config, routing_layers=depth, routing=routing, **(config or {}))
     torch.manual_seed(seed)
     net = DeepCapsNet(net_config).to(device)

@@ -97,6 +97,8 @@ class DepthStudySettings:
     depths: tuple
     affine_train: bool
     threads: int = 1
+    optimizer: str = "adam"     # "adam" or "sgd" (capsule_lab.training.fit)
+    momentum: float = 0.0
 
 
 CHAPTER_SETTINGS = {

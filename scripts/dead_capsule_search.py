@@ -137,6 +137,12 @@ GRIDS = {
         ("long", setting(**LONG), (4,), (0, 1, 2)),
         ("long, prior std 3", setting(**LONG, prior_std=3.0), (4,), (0, 1, 2)),
     ],
+    # Does death spread with training time (the paper trains ~14k steps; "long" is 625)? Four times longer,
+    # with Sabour's 3 iterations and with the 5 that kill early, over depths 2, 4, 6.
+    "longer": [
+        ("longer", setting(**{**LONG, "epochs": 20, "lr_decay": 0.95}), (2, 4, 6), (0,)),
+        ("longer, 5 iterations", setting(**{**LONG, "epochs": 20, "lr_decay": 0.95}, iterations=5), (2, 4, 6), (0,)),
+    ],
 }
 
 
