@@ -38,7 +38,9 @@ UNIT_ENV := $(RUN_ENV) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # OMP_NUM_THREADS) and the CPU kernels torch picks for this processor, unless NB_KERNELS restricts them.
 NB_THREADS ?= 2
 NB_KERNELS ?=
-NB_ENV = $(RUN_ENV) OMP_NUM_THREADS=$(NB_THREADS) MKL_NUM_THREADS=$(NB_THREADS) $(NB_KERNELS)
+# OMP_WAIT_POLICY=PASSIVE: idle OpenMP threads sleep instead of spinning, so a notebook on a shared, busy machine
+# (CI, or other jobs) does not slow down many-fold; it changes no result.
+NB_ENV = $(RUN_ENV) OMP_NUM_THREADS=$(NB_THREADS) MKL_NUM_THREADS=$(NB_THREADS) OMP_WAIT_POLICY=PASSIVE $(NB_KERNELS)
 # AVX2-only kernels in ATen, oneDNN and MKL: other code paths and summation orders than AVX-512 machines
 # take, so a notebook passing with and without them shows its tolerance bands cover a change of processor.
 AVX2_KERNELS := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2

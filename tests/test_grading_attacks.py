@@ -113,7 +113,8 @@ def test_patching_the_checker_or_importing_the_reference_earns_nothing(patched_0
     # `from capsule_lab.routing import dynamic_routing as _ref` is refused, not graded as the student's
     assert tasks["02.dynamic_routing"]["status"] == "refused" and tasks["02.dynamic_routing"]["points"] == 0
     assert "asks for your own implementation" in tasks["02.dynamic_routing"]["message"]
-    assert report["score"] == 1 and report["max_score"] == 5
+    # 02.couplings and the honest prediction and experiment (1 + 1 + 1) of 7 points
+    assert report["score"] == 3 and report["max_score"] == 7
     assert patched_02["before"] == patched_02["after"], "grading modified the notebook"
 
 
@@ -209,16 +210,17 @@ def test_aliases_copies_reloads_and_detached_processes_earn_nothing(attacked_01)
     assert tasks["01.margin_loss"]["status"] == "refused"                 # a copy of the code object
     assert tasks["01.primary_capsules"]["status"] == "error"              # importlib.reload cannot read it
     assert "refuses to open" in tasks["01.primary_capsules"]["message"]
-    assert report["score"] == 0 and report["graded"]
+    # the honest prediction passes; the experiment calls the re-exported squash, refused while 01 is graded
+    assert report["score"] == 1 and report["graded"]
     # no check cell anywhere: the honest notebook still scores full marks, from the registry's tasks
-    assert honest["score"] == honest["max_score"] == 3
+    assert honest["score"] == honest["max_score"] == 5
     assert all(t["status"] == "passed" for t in honest["tasks"].values())
 
     # the processes the kernel detached were killed before the reports were written
     assert report["cell_errors"] == [] and attacked_01["marker"].exists(), "the daemon never started"
     assert attacked_01["after"] == attacked_01["written"], "a detached process rewrote a report"
     first = json.loads(attacked_01["written"][Path(report["report"]).name])
-    assert first["score"] == 0 and first["max_score"] == 3  # the grader's own report, intact
+    assert first["score"] == 1 and first["max_score"] == 5  # the grader's own report, intact
     assert "grades.csv" in attacked_01["written"]
     marker = attacked_01["marker"]
     lines = marker.read_text().count("alive") if marker.exists() else 0
@@ -323,7 +325,8 @@ def test_precomputed_answers_subprocesses_and_wrong_names_earn_nothing(attacked_
     assert tasks["03.constant_coupling_gradient"]["status"] == "error"
     assert "start processes" in tasks["03.constant_coupling_gradient"]["message"]
     assert tasks["03.detached_routing"]["status"] == "not found"
-    assert report["score"] == 0
+    # only the honest prediction (03.term2_exponent, 1 point) scores; every attacked task earns nothing
+    assert report["score"] == 1 and tasks["03.term2_exponent"]["passed"]
     assert attacked_03["before"] == attacked_03["after"]
 
 

@@ -12,24 +12,9 @@ seeded random and edge-case inputs (float32 and float64) and compares the values
 differentiable, the gradients of a fixed random projection of the outputs (so that a stray ``detach``
 is caught too). When an answer is wrong and matches a known mistake, the hint names the mistake.
 
-The tasks (see :data:`TASKS`):
+The tasks (see :data:`TASKS`; the table is made from the registry when the package is imported):
 
-=================================  ======  ============================================================================
-task                               points  the student writes
-=================================  ======  ============================================================================
-``01.squash``                      1       ``squash(s, dim=-1)`` (chapter 01, squash)
-``01.margin_loss``                 1       ``margin_loss(lengths (B, J), labels (B,))`` (chapter 01, margin loss)
-``01.primary_capsules``            1       ``primary_capsules(conv_out (B, C·D, H, W), capsule_dim)`` (chapter 01)
-``02.couplings``                   1       ``couplings(logits (B, I, J))``: softmax over the outputs j (chapter 02)
-``02.routing_step``                2       ``routing_step(votes, logits)`` → ``(poses, new_logits)`` (chapter 02)
-``02.dynamic_routing``             2       ``dynamic_routing(votes, iterations)`` → poses (chapter 02)
-``03.softmax_jacobian``            1       ``softmax_jacobian(c (..., J))`` → ``(..., J, J)`` (chapter 03)
-``03.constant_coupling_gradient``  2       ``term1(couplings, sums, grad_poses)`` → ``(B, I, J, D)`` (chapter 03)
-``03.detached_routing``            2       ``routing(votes, iterations)`` with constant couplings (chapter 03)
-``04.dyr``                         2       ``dyr(couplings (K, I, n))``: the dynamic routing coefficient (chapter 04)
-``04.dead_capsules``               1       ``dead_capsules(norms (K, n), mean_eps, std_eps)`` → bool ``(n,)`` (chapter 04)
-``04.active_rate``                 1       ``active_rate(norms (K, n), eps)``: car, the rate of active capsules (chapter 04)
-=================================  ======  ============================================================================
+{TASK_TABLE}
 
 **Grading** (what instructors run, ``capsule-lab grade NOTEBOOK... --out reports``): :func:`grade_notebook`
 takes the chapter's tasks from the registry and computes their inputs and reference answers in its own
@@ -72,3 +57,17 @@ __all__ = [
     "task_ids", "get_task", "tasks_for_chapter", "chapter_of_notebook", "check",
     "grade_notebook", "grade",
 ]
+
+
+def _task_table() -> str:
+    """The registered tasks as a reStructuredText table: id, points, kind, the function the student writes."""
+    rows = [(f"``{t.id}``", str(t.points), t.kind, f"``{t.function}``: {t.title}") for t in TASKS.values()]
+    head = ("task", "points", "kind", "the student writes")
+    widths = [max(len(r[k]) for r in rows + [head]) for k in range(4)]
+    rule = "  ".join("=" * w for w in widths)
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+    return "\n".join([rule, line(head), rule, *map(line, rows), rule])
+
+
+__doc__ = __doc__.replace("{TASK_TABLE}", _task_table())
+

@@ -1,0 +1,113 @@
+"""Every chapter's exercise asks for thinking, not transcription (CONTRIBUTING.md, "What an exercise asks").
+
+For each chapter with an exercise:
+- at least three graded tasks, among them a prediction, a bug hunt and a mini-experiment (``Task.kind``);
+- a prediction and a mini-experiment return a number and state their band (``atol`` or ``rtol``);
+- a bug hunt's exercise cell holds given code (a ``# BEGIN GIVEN`` block), and that code, run as the
+  student's answer, fails the task with the hint of one of its known mistakes;
+- no task's solution appears in a chapter cell or a code block of its text (all its lines, in order, in
+  one place, comments and spacing aside): nothing to copy;
+- the exercise's code outside the student's functions imports nothing the tasks refuse;
+- a task with several case groups names each group in the exercise's text.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from capsule_lab.grading import check, tasks_for_chapter
+from capsule_lab.grading.tasks import KINDS
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted(p.name[:2] for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+SOLUTION = re.compile(r"#\s*BEGIN SOLUTION[^\n]*\n(.*?)\n[ \t]*#\s*END SOLUTION", re.S)
+GIVEN = re.compile(r"#\s*BEGIN GIVEN[^\n]*\n(.*?)\n[ \t]*#\s*END GIVEN", re.S)
+
+
+def notebook(folder: str, chapter: str):
+    return nbformat.read(next((ROOT / folder).glob(f"{chapter}_*.ipynb")), as_version=4)
+
+
+def significant(code: str) -> list[str]:
+    """The lines of ``code`` that carry meaning, without comments and spaces (blank, comment and docstring
+    quote lines dropped), so that a copy with other comments or spacing is still a copy."""
+    lines = []
+    for line in code.splitlines():
+        text = re.sub(r"\s+#.*$", "", line).strip()
+        if text and not text.startswith(("#", '"""', "'''")):
+            lines.append(re.sub(r"\s+", "", text))
+    return lines
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_three_kinds_of_task(chapter):
+    tasks = tasks_for_chapter(chapter)
+    kinds = {t.kind for t in tasks}
+    assert len(tasks) >= 3 and {"prediction", "bug hunt", "experiment"} <= kinds, (chapter, kinds)
+    assert kinds <= set(KINDS)
+    for t in tasks:
+        if t.kind in ("prediction", "experiment"):
+            assert t.returns_number and (t.atol is not None or t.rtol is not None), t.id
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_bug_hunt_gives_buggy_code_that_its_hints_name(chapter):
+    master = notebook("solutions", chapter)
+    for task in [t for t in tasks_for_chapter(chapter) if t.kind == "bug hunt"]:
+        cells = [c.source for c in master.cells if c.cell_type == "code" and f"def {task.function}(" in c.source]
+        assert cells and GIVEN.search(cells[0]), f"{task.id}: no '# BEGIN GIVEN' block in the master's cell"
+        given_cell = next(c.source for c in notebook("exercises", chapter).cells
+                          if c.cell_type == "code" and f"def {task.function}(" in c.source)
+        namespace: dict = {}
+        exec("import torch\nimport torch.nn.functional as F\n" + given_cell, namespace)
+        result = check(task.id, namespace[task.function], verbose=False)
+        assert not result.passed, f"{task.id}: the given code already passes"
+        assert any(w.hint in result.message for w in task.wrong_answers), (task.id, result.message)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_solution_can_be_copied_from_the_chapter(chapter):
+    chapter_cells = []           # the chapter's code cells and the code blocks of its text
+    for c in notebook("chapters", chapter).cells:
+        blocks = [c.source] if c.cell_type == "code" else re.findall(r"```[a-z]*\n(.*?)```", c.source, re.S)
+        chapter_cells += [significant(b) for b in blocks]
+    for cell in notebook("solutions", chapter).cells:
+        for block in SOLUTION.findall(cell.source) if cell.cell_type == "code" else []:
+            lines = significant(block)
+            if len(lines) < 2:
+                continue
+            for source in chapter_cells:
+                positions = [source.index(line) if line in source else -1 for line in lines]
+                assert -1 in positions or positions != sorted(positions), \
+                    f"chapter {chapter}: a solution is in a chapter cell word for word:\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_exercise_imports_nothing_that_solves_a_task(chapter):
+    refused = {fn.__name__ for t in tasks_for_chapter(chapter) for fn in t.refused}
+    for cell in notebook("exercises", chapter).cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("capsule_lab"):
+                names = {a.name for a in node.names} & refused
+                assert not names, f"exercise {chapter} imports {names}, which solve a task"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_each_case_group_is_named_in_the_exercise(chapter):
+    text = "\n".join(c.source for c in notebook("exercises", chapter).cells if c.cell_type == "markdown")
+    for task in tasks_for_chapter(chapter):
+        groups = task.groups()
+        if len(groups) > 1:
+            missing = [g for g in groups if g not in text]
+            assert not missing, f"{task.id}: the exercise does not name the case groups {missing}"
