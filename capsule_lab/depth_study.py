@@ -11,12 +11,18 @@ training step (Theorem 2 seen during training).
 What makes capsules die at a scale a CPU can train is searched by ``scripts/dead_capsule_search.py``: it calls
 :func:`train_and_measure` with keyword overrides (``optimizer``, ``momentum``, ``config`` changes such as the
 squash, W's and the priors' initial spread) on top of a settings object, and records every run in
-``results/dead_capsule_search.csv``.
+``capsule_lab/results/dead_capsule_search.csv``; its ``ship`` command trains the chapter's experiment under the
+setting that kills capsules, which is too long for the chapter to train, and writes
+``capsule_lab/results/dead_capsule_runs.json`` with its provenance. Both files are installed with the package
+(so the chapter finds them in Colab too) and read with :func:`search_results` and :func:`shipped_runs`.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 from dataclasses import replace
+from importlib import resources
 from typing import NamedTuple, Optional
 
 import torch
@@ -29,7 +35,10 @@ from .models import DeepCapsNet, DeepCapsNetConfig
 from .profiles import DepthStudySettings
 from .training import fit
 
-__all__ = ["DepthRun", "depth_study_data", "train_and_measure"]
+__all__ = ["DepthRun", "depth_study_data", "train_and_measure", "RESULTS", "search_results", "shipped_runs"]
+
+#: The search's and the shipped experiment's results, in the installed package.
+RESULTS = resources.files("capsule_lab") / "results"
 
 
 class DepthRun(NamedTuple):
@@ -103,3 +112,31 @@ def train_and_measure(settings: DepthStudySettings, depth: int, routing: str, se
         fit(net, train, None, **options)
     record = collect_capsules(net, test)
     return DepthRun(net, record, layer_table(record), gradients)
+
+
+def _number(text: str):
+    """A CSV cell as a bool, int or float where it is one; the text otherwise ("" for an absent layer)."""
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def search_results(name: str = "dead_capsule_search.csv") -> list[dict]:
+    """Every run of ``scripts/dead_capsule_search.py``, one dict per CSV row (settings, depth, seed, accuracy,
+    per-layer ``cdr_l``/``cds_l``/``cnm_l``, seconds, torch version, machine), numbers as numbers. Chapter 04."""
+    with (RESULTS / name).open(newline="") as f:
+        return [{k: _number(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def shipped_runs(name: str = "dead_capsule_runs.json") -> dict:
+    """The experiment ``scripts/dead_capsule_search.py ship`` trained for chapter 04: ``provenance`` (command,
+    setting, seeds, seconds, torch, machine, date), ``runs`` (per depth × routing × seed: accuracy and the
+    per-layer table) and ``capsule_history`` (per training step, a dying and a living capsule's mean length,
+    ‖∂L/∂u‖ and ‖∂L/∂W‖). Chapter 04."""
+    return json.loads((RESULTS / name).read_text())
+

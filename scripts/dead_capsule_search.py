@@ -10,11 +10,11 @@ version and the machine. Rows already in the CSV are skipped, so an interrupted 
 
     python scripts/dead_capsule_search.py run --grid screen          # 1 seed, many settings: which factors matter
     python scripts/dead_capsule_search.py run --grid confirm         # the deciding factors, 3 seeds, depths 1-6
-    python scripts/dead_capsule_search.py plot                       # results/dead_capsule_search.png
-    python scripts/dead_capsule_search.py ship                       # results/dead_capsule_runs.json (chapter 04)
+    python scripts/dead_capsule_search.py plot                       # capsule_lab/results/dead_capsule_search.png
+    python scripts/dead_capsule_search.py ship                       # capsule_lab/results/dead_capsule_runs.json (chapter 04)
     python scripts/dead_capsule_search.py run --quick --csv /tmp/x.csv   # a smoke test in seconds
 
-Every number in ``results/`` comes from these commands; run them one at a time (each uses ``--threads``, default 1,
+Every number in ``capsule_lab/results/`` comes from these commands; run them one at a time (each uses ``--threads``, default 1,
 CPU threads).
 """
 
@@ -40,9 +40,9 @@ import torch  # noqa: E402
 from capsule_lab.depth_study import depth_study_data, train_and_measure  # noqa: E402
 from capsule_lab.profiles import chapter_settings  # noqa: E402
 
-CSV_PATH = ROOT / "results" / "dead_capsule_search.csv"
-PNG_PATH = ROOT / "results" / "dead_capsule_search.png"
-JSON_PATH = ROOT / "results" / "dead_capsule_runs.json"
+CSV_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.csv"
+PNG_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.png"
+JSON_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_runs.json"
 MAX_DEPTH = 8                                   # routing layers; the CSV has per-layer columns for 1 … MAX_DEPTH + 1
 LAYERS = range(1, MAX_DEPTH + 2)
 
@@ -138,10 +138,10 @@ GRIDS = {
         ("long, prior std 3", setting(**LONG, prior_std=3.0), (4,), (0, 1, 2)),
     ],
     # Does death spread with training time (the paper trains ~14k steps; "long" is 625)? Four times longer,
-    # with Sabour's 3 iterations and with the 5 that kill early, over depths 2, 4, 6.
+    # with Sabour's 3 iterations and with the 5 that kill early, at depth 4.
     "longer": [
-        ("longer", setting(**{**LONG, "epochs": 20, "lr_decay": 0.95}), (2, 4, 6), (0,)),
-        ("longer, 5 iterations", setting(**{**LONG, "epochs": 20, "lr_decay": 0.95}, iterations=5), (2, 4, 6), (0,)),
+        ("longer", setting(**{**LONG, "epochs": 20, "lr_decay": 0.95}), (4,), (0,)),
+        ("longer, 5 iterations", setting(**{**LONG, "epochs": 20, "lr_decay": 0.95}, iterations=5), (4,), (0,)),
     ],
 }
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import importlib.util
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,9 +15,9 @@ import torch
 from torch.utils.data import TensorDataset
 
 import capsule_lab.depth_study as depth_study
-from capsule_lab.depth_study import DepthRun, train_and_measure
+from capsule_lab.depth_study import DepthRun, _number, search_results, shipped_runs, train_and_measure
 from capsule_lab.diagnostics import layer_table
-from capsule_lab.profiles import DepthStudySettings, chapter_settings
+from capsule_lab.profiles import chapter_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,10 +146,7 @@ def test_plot_draws_a_figure_for_the_text_column(tmp_path):
 
 def test_committed_results_are_consistent():
     script = _script()
-    path = ROOT / "results" / "dead_capsule_search.csv"
-    if not path.exists():
-        pytest.skip("no committed search results")
-    rows = script.read_rows(path)
+    rows = script.read_rows(script.CSV_PATH)
     assert rows and len({script.run_key(r) for r in rows}) == len(rows)          # one row per run
     for r in rows:
         depth = int(r["depth"])
@@ -158,11 +154,14 @@ def test_committed_results_are_consistent():
         assert float(r["hidden_cds"]) == pytest.approx(sum(hidden))                   # the CSV keeps 6 digits
         assert float(r["hidden_cdr"]) == pytest.approx(sum(hidden) / (16 * len(hidden)) if hidden else 0.0, rel=1e-5)
         assert 0.0 <= float(r["accuracy"]) <= 1.0 and float(r["seconds"]) > 0
-    shipped = ROOT / "results" / "dead_capsule_runs.json"
-    if shipped.exists():
-        blob = json.loads(shipped.read_text())
-        assert {"command", "seeds", "depths", "torch", "machine", "seconds"} <= set(blob["provenance"])
-        assert shipped.stat().st_size < 1_000_000
-        for run in blob["runs"]:
-            assert len(run["table"]) == run["depth"] + 1
-            assert all(row["cdr"] == pytest.approx(row["cds"] / row["capsules"]) for row in run["table"])
+    assert search_results() == [{k: _number(v) for k, v in r.items()} for r in rows]   # what the chapter reads
+    blob = shipped_runs()
+    assert {"command", "seeds", "depths", "torch", "machine", "seconds"} <= set(blob["provenance"])
+    assert script.JSON_PATH.stat().st_size < 1_000_000
+    assert len(blob["runs"]) == 2 * len(blob["provenance"]["depths"]) * len(blob["provenance"]["seeds"])
+    for run in blob["runs"]:
+        assert len(run["table"]) == run["depth"] + 1
+        assert all(row["cdr"] == pytest.approx(row["cds"] / row["capsules"]) for row in run["table"])
+    history = blob["capsule_history"]
+    for capsule in ("dying", "living"):
+        assert len({len(history[capsule][k]) for k in ("norm", "activation", "weight")}) == 1
