@@ -118,10 +118,10 @@ def test_grade_writes_reports_and_survives_hostile_cells(tmp_path, capsys):
                        "--out", str(out), "--timeout", "60"])
     assert status == 0
     printed = capsys.readouterr().out
-    assert "0/3" in printed and "0/5" in printed and f"reports written to {out}/" in printed
+    assert "0/5" in printed and "0/7" in printed and f"reports written to {out}/" in printed
 
     first = json.loads((out / "01_capsules.json").read_text())
-    assert first["score"] == 0 and first["max_score"] == 3 and first["graded"]
+    assert first["score"] == 0 and first["max_score"] == 5 and first["graded"]
     assert first["tasks"]["01.squash"]["status"] == "refused"   # `squash` is the package's own
     assert first["tasks"]["01.margin_loss"]["status"] == "wrong" and first["tasks"]["01.margin_loss"]["hint"]
     assert first["tasks"]["01.primary_capsules"]["status"] == "not found"
@@ -129,13 +129,13 @@ def test_grade_writes_reports_and_survives_hostile_cells(tmp_path, capsys):
     assert not first["timed_out"] and first["aborted"] is None
 
     second = json.loads((out / "02_dynamic_routing.json").read_text())
-    assert second["score"] == 0 and second["max_score"] == 5
+    assert second["score"] == 0 and second["max_score"] == 7
     assert all(t["status"] == "not found" for t in second["tasks"].values())
 
     with open(out / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [(Path(r["notebook"]).name, r["score"], r["max_score"]) for r in rows] == [
-        ("01_capsules.ipynb", "0", "3"), ("02_dynamic_routing.ipynb", "0", "5")]
+        ("01_capsules.ipynb", "0", "5"), ("02_dynamic_routing.ipynb", "0", "7")]
 
 
 @pytest.mark.notebook
@@ -161,22 +161,21 @@ def test_grade_a_folder_right_wrong_and_endless(tmp_path, capsys):
     capsys.readouterr()
     with open(out / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [{k: r[k] for k in ("chapter", "graded", "score", "max_score", "01.squash", "01.margin_loss",
-                               "01.primary_capsules", "task_timeouts", "task_errors", "cell_timeouts",
-                               "cell_errors", "grading_error")} for r in rows] == [
-        {"chapter": "01", "graded": "yes", "score": "3", "max_score": "3", "01.squash": "1", "01.margin_loss": "1",
-         "01.primary_capsules": "1", "task_timeouts": "0", "task_errors": "0", "cell_timeouts": "0",
-         "cell_errors": "0", "grading_error": ""},
-        {"chapter": "01", "graded": "yes", "score": "2", "max_score": "3", "01.squash": "1", "01.margin_loss": "0",
-         "01.primary_capsules": "1", "task_timeouts": "0", "task_errors": "0", "cell_timeouts": "0",
-         "cell_errors": "0", "grading_error": ""},
-        {"chapter": "01", "graded": "yes", "score": "2", "max_score": "3", "01.squash": "0", "01.margin_loss": "1",
-         "01.primary_capsules": "1", "task_timeouts": "1", "task_errors": "0", "cell_timeouts": "1",
-         "cell_errors": "0", "grading_error": ""},
+    tasks = ("01.squash", "01.margin_loss", "01.primary_capsules", "01.equal_length", "01.steps_to_long")
+    keys = ("chapter", "graded", "score", "max_score", *tasks, "task_timeouts", "task_errors", "cell_timeouts",
+            "cell_errors", "grading_error")
+    expected = [  # (score, points per task, task timeouts, cell timeouts)
+        ("5", ("1", "1", "1", "1", "1"), "0", "0"),     # ada: the solutions
+        ("4", ("1", "0", "1", "1", "1"), "0", "0"),     # bob: the margin loss averaged over the classes
+        ("3", ("0", "1", "1", "1", "0"), "2", "2"),     # cy: a squash that never returns (the experiment uses it)
     ]
+    assert [{k: r[k] for k in keys} for r in rows] == [
+        {"chapter": "01", "graded": "yes", "score": score, "max_score": "5", **dict(zip(tasks, points)),
+         "task_timeouts": task_timeouts, "task_errors": "0", "cell_timeouts": cell_timeouts, "cell_errors": "0",
+         "grading_error": ""} for score, points, task_timeouts, cell_timeouts in expected]
     assert [Path(r["notebook"]).name for r in rows] == ["ada.ipynb", "bob.ipynb", "cy.ipynb"]
     cy = json.loads((out / "cy.json").read_text())
     assert cy["tasks"]["01.squash"]["status"] == "timeout" and "did not finish within 5 s" in cy["tasks"]["01.squash"]["message"]
     bob = json.loads((out / "bob.json").read_text())
     assert bob["tasks"]["01.margin_loss"]["status"] == "wrong"
-    assert "sum the loss over the classes" in bob["tasks"]["01.margin_loss"]["hint"]
+    assert "averaged over the classes" in bob["tasks"]["01.margin_loss"]["hint"]
