@@ -26,6 +26,8 @@ module             concept                                                      
 ``diagnostics``    what a trained network's capsules do: activation and routing statistics,     04
                    dead capsules, per-capsule gradient norms
 ``depth_study``    chapter 04's experiment: deep CapsNets trained over depths × routings        04
+``rem``            routing entropy minimisation: quantised couplings, parse-tree dictionaries,  05
+                   their entropy; magnitude pruning
 ``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–04
                    ``parse_tree``
 ``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–04

@@ -1,0 +1,178 @@
+"""REM, routing entropy minimisation: quantised couplings, parse-tree dictionaries, their entropy, and pruning.
+
+Taught in chapter 05, after Renzulli, Tartaglione and Grangetto, "Capsule networks do not need to model
+everything" (the REM paper). For every test image ξ the couplings of the last routing layer to the
+*predicted* class j, ``c[ξ, :, j]`` (one per input capsule i), are quantised into K levels,
+
+    c̃ = q_K(c) = round(c · (K − 1))                      (K = 11: bins of width 0.1 centred on 0, 0.1, …, 1)
+
+and joined into a string, the image's *key* (its parse tree). Per predicted class the keys are counted (the
+class's *dictionary*); the class's entropy, in bits, is that of the keys' frequencies,
+
+    H_j = − Σ_key P(key | ŷ = j) · log₂ P(key | ŷ = j),
+
+and the network's entropy is the mean of H_j over the classes predicted at least once. The number of keys of a
+class is the number of distinct parse trees it uses.
+
+REM lowers that entropy by pruning: the paper prunes the backbone's convolution, the primary capsules'
+convolution and the class capsules' matrices W (not the biases, not a decoder) by iterative magnitude
+pruning, here :func:`global_magnitude_prune` built on :mod:`torch.nn.utils.prune` (a mask per parameter, kept
+at zero while training goes on; :func:`make_pruning_permanent` folds the masks into the weights).
+:func:`sparsity` reports the pruned share per parameter and overall.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import torch
+from torch import nn
+from torch.nn.utils import prune
+
+from ._checks import check_positive_int, check_tensor
+from .layers import CapsuleLayer
+
+__all__ = ["quantize", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class", "dictionary_entropy",
+           "routing_entropy", "prunable_parameters", "global_magnitude_prune", "sparsity",
+           "make_pruning_permanent"]
+
+
+def _check_levels(levels: int) -> int:
+    return check_positive_int(levels, "levels", minimum=2)
+
+
+def quantize(c: torch.Tensor, levels: int = 11) -> torch.Tensor:
+    """Quantise couplings in [0, 1] into ``levels`` uniform levels: integer indices ``round(c · (levels − 1))``.
+
+    ``c`` any shape, floating point, every value in [0, 1] (a coupling is a probability); returns int64 of the
+    same shape. Ties round half to even (``torch.round``), as the paper's code does. Chapter 05.
+    """
+    _check_levels(levels)
+    check_tensor(c, "c", "(...) with values in [0, 1]", floating=True)
+    if c.numel() and (not torch.isfinite(c).all() or c.min() < 0 or c.max() > 1):
+        raise ValueError("c must hold couplings in [0, 1], got values outside it (or nan)")
+    return torch.round(c.detach() * (levels - 1)).long()
+
+
+def _check_couplings(couplings: torch.Tensor, predictions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    check_tensor(couplings, "couplings", "(N, I, J)", ndim=3, floating=True)
+    check_tensor(predictions, "predictions", f"(N,) = ({couplings.shape[0]},)", sizes=(couplings.shape[0],))
+    if predictions.is_floating_point() or predictions.dtype == torch.bool:
+        raise ValueError(f"predictions must be integer class indices of shape (N,), got dtype {predictions.dtype}")
+    J = couplings.shape[2]
+    if predictions.numel() and (predictions.min() < 0 or predictions.max() >= J):
+        raise ValueError(f"predictions must be class indices in [0, {J}), got values outside it")
+    return couplings, predictions
+
+
+def parse_tree_keys(couplings: torch.Tensor, predictions: torch.Tensor, levels: int = 11) -> list[str]:
+    """Every image's parse-tree key: the quantised couplings ``couplings[n, :, predictions[n]]`` joined by "-".
+
+    couplings ``(N, I, J)`` (the last routing layer's, in [0, 1]); predictions ``(N,)`` the predicted classes.
+    Only the predicted class's column is read, so the couplings need not sum to 1 over j here (dynamic
+    routing's do). Returns N strings of I indices each, e.g. ``"10-0-3"``. Chapter 05.
+    """
+    couplings, predictions = _check_couplings(couplings, predictions)
+    columns = couplings.detach()[torch.arange(couplings.shape[0]), :, predictions.long()]     # (N, I)
+    return ["-".join(map(str, row)) for row in quantize(columns, levels).tolist()]
+
+
+def parse_tree_dictionary(couplings: torch.Tensor, predictions: torch.Tensor, levels: int = 11) -> dict:
+    """The dictionary of parse trees: ``{class: Counter(key → number of images)}`` for every predicted class.
+
+    couplings ``(N, I, J)``, predictions ``(N,)``; keys as :func:`parse_tree_keys`. Chapter 05.
+    """
+    keys = parse_tree_keys(couplings, predictions, levels)
+    dictionary: dict = {}
+    for key, label in zip(keys, predictions.tolist()):
+        dictionary.setdefault(int(label), Counter())[key] += 1
+    return dict(sorted(dictionary.items()))
+
+
+def keys_per_class(dictionary: dict) -> dict:
+    """The number of distinct parse trees (keys) of every class of a :func:`parse_tree_dictionary`. Chapter 05."""
+    _check_dictionary(dictionary)
+    return {label: len(counter) for label, counter in dictionary.items()}
+
+
+def _check_dictionary(dictionary) -> None:
+    if not isinstance(dictionary, dict) or not all(isinstance(c, Counter) for c in dictionary.values()):
+        raise ValueError("dictionary must be {class: Counter(key → count)}, as parse_tree_dictionary returns")
+
+
+def dictionary_entropy(dictionary: dict) -> dict:
+    """The entropy in bits of every class's key frequencies, ``{class: H_j}``. Chapter 05."""
+    _check_dictionary(dictionary)
+    entropy = {}
+    for label, counter in dictionary.items():
+        total = sum(counter.values())
+        entropy[label] = -sum(n / total * math.log2(n / total) for n in counter.values() if n)
+    return entropy
+
+
+def routing_entropy(couplings: torch.Tensor, predictions: torch.Tensor, levels: int = 11) -> tuple[float, dict]:
+    """``(mean over the predicted classes of H_j, {class: H_j})``, in bits, of the parse-tree dictionary.
+
+    couplings ``(N, I, J)``, predictions ``(N,)``. Only classes predicted at least once count. Chapter 05.
+    """
+    per_class = dictionary_entropy(parse_tree_dictionary(couplings, predictions, levels))
+    if not per_class:
+        raise ValueError("couplings must hold at least one image, got N = 0")
+    return sum(per_class.values()) / len(per_class), per_class
+
+
+# ---------------------------------------------------------------- pruning (torch.nn.utils.prune)
+
+def prunable_parameters(model: nn.Module) -> list[tuple[nn.Module, str]]:
+    """The parameters REM prunes, as ``(module, "weight")`` pairs: every convolution's weight and every
+    capsule layer's W, outside a ``decoder`` submodule; no biases. Chapter 05."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    pairs = []
+    for name, module in model.named_modules():
+        if name.split(".")[0] == "decoder":
+            continue
+        if isinstance(module, (nn.Conv2d, CapsuleLayer)):
+            pairs.append((module, "weight"))
+    if not pairs:
+        raise ValueError("model has no convolution or capsule layer to prune")
+    return pairs
+
+
+def global_magnitude_prune(model: nn.Module, amount: float) -> dict:
+    """Prune the ``amount`` share of the still-unpruned prunable weights with the smallest ``|w|``, over all of
+    them at once (one global threshold), and return :func:`sparsity`.
+
+    Built on :func:`torch.nn.utils.prune.global_unstructured` with ``L1Unstructured``: each pruned parameter
+    gets a ``weight_mask`` buffer, and stays zero while training goes on. Called once per round of iterative
+    magnitude pruning, e.g. ``amount=0.2`` prunes a fifth of what is left. Chapter 05.
+    """
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount <= 1:
+        raise ValueError(f"amount must be a share in [0, 1], got {amount!r}")
+    pairs = prunable_parameters(model)
+    prune.global_unstructured(pairs, pruning_method=prune.L1Unstructured, amount=float(amount))
+    return sparsity(model)
+
+
+def sparsity(model: nn.Module) -> dict:
+    """The share of zero weights per prunable parameter (``{"conv.weight": 0.3, ...}``) and ``"overall"``,
+    counting the masks of :mod:`torch.nn.utils.prune` where a parameter has one. Chapter 05."""
+    names = {module: name for name, module in model.named_modules()}
+    report, zeros, total = {}, 0, 0
+    for module, attr in prunable_parameters(model):
+        weight = getattr(module, attr)
+        z, n = int((weight == 0).sum()), weight.numel()
+        report[f"{names[module]}.{attr}" if names[module] else attr] = z / n
+        zeros, total = zeros + z, total + n
+    report["overall"] = zeros / total
+    return report
+
+
+def make_pruning_permanent(model: nn.Module) -> nn.Module:
+    """Fold every pruning mask into its weight (:func:`torch.nn.utils.prune.remove`): the zeros stay, the masks
+    and the ``weight_orig`` parameters go. Returns the model. Chapter 05."""
+    for module, attr in prunable_parameters(model):
+        if prune.is_pruned(module) and hasattr(module, f"{attr}_mask"):
+            prune.remove(module, attr)
+    return model

@@ -1,0 +1,142 @@
+"""capsule_lab.rem (chapter 05): quantised couplings, parse-tree dictionaries and their entropy, checked on
+hand-worked cases; global magnitude pruning checked against a sort of |w| written here."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+from capsule_lab.models import CapsNet, CapsNetConfig
+from capsule_lab.rem import (dictionary_entropy, global_magnitude_prune, keys_per_class, make_pruning_permanent,
+                             parse_tree_dictionary, parse_tree_keys, prunable_parameters, quantize, routing_entropy,
+                             sparsity)
+
+
+def test_quantize_by_hand():
+    c = torch.tensor([0.0, 0.04, 0.06, 0.5, 0.94, 0.96, 1.0])
+    assert quantize(c).tolist() == [0, 0, 1, 5, 9, 10, 10]                   # round(10 c)
+    assert quantize(c, levels=3).tolist() == [0, 0, 0, 1, 2, 2, 2]           # round(2 c)
+    assert quantize(c.double()).dtype == torch.int64
+
+
+@pytest.mark.parametrize("c, levels, message", [
+    (torch.tensor([0.5, 1.2]), 11, "in \\[0, 1\\]"),
+    (torch.tensor([-0.1]), 11, "in \\[0, 1\\]"),
+    (torch.tensor([float("nan")]), 11, "in \\[0, 1\\]"),
+    (torch.tensor([0.5]), 1, "levels must be an integer >= 2"),
+    (torch.tensor([1, 0]), 11, "floating-point"),
+    ([0.5], 11, "must be a tensor"),
+])
+def test_quantize_refuses(c, levels, message):
+    with pytest.raises(ValueError, match=message):
+        quantize(c, levels)
+
+
+def _toy():
+    """5 images, I = 2 input capsules, J = 2 classes; the couplings of each image's predicted class by hand."""
+    c = torch.zeros(5, 2, 2)
+    c[:, :, 0] = torch.tensor([[0.9, 0.2], [0.91, 0.18], [0.1, 0.7], [0.5, 0.5], [0.52, 0.47]])
+    c[:, :, 1] = 1 - c[:, :, 0]                                        # sums to 1 over the classes j
+    predictions = torch.tensor([0, 0, 0, 1, 1])
+    return c, predictions
+
+
+def test_keys_and_dictionary_by_hand():
+    c, predictions = _toy()
+    # class 0 reads column 0: (0.9, 0.2) → 9-2, (0.91, 0.18) → 9-2, (0.1, 0.7) → 1-7
+    # class 1 reads column 1: (0.5, 0.5) → 5-5, (0.48, 0.53) → 5-5
+    assert parse_tree_keys(c, predictions) == ["9-2", "9-2", "1-7", "5-5", "5-5"]
+    d = parse_tree_dictionary(c, predictions)
+    assert d == {0: Counter({"9-2": 2, "1-7": 1}), 1: Counter({"5-5": 2})}
+    assert keys_per_class(d) == {0: 2, 1: 1}
+    assert parse_tree_dictionary(c, predictions, levels=3) == {0: Counter({"2-0": 2, "0-1": 1}), 1: Counter({"1-1": 2})}
+
+
+def test_entropy_of_known_distributions():
+    c, predictions = _toy()
+    h0 = -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3))      # 0.918 bits
+    mean, per_class = routing_entropy(c, predictions)
+    assert per_class[0] == pytest.approx(h0) and per_class[1] == 0.0
+    assert mean == pytest.approx(h0 / 2)
+    uniform = {3: Counter({"a": 5, "b": 5, "c": 5, "d": 5})}
+    assert dictionary_entropy(uniform) == {3: pytest.approx(2.0)}    # four equally frequent keys: 2 bits
+    with pytest.raises(ValueError, match="Counter"):
+        dictionary_entropy({0: {"a": 1}})
+
+
+def test_dictionary_refuses_bad_shapes_and_predictions():
+    c, predictions = _toy()
+    with pytest.raises(ValueError, match=r"couplings must have shape \(N, I, J\)"):
+        routing_entropy(c[0], predictions)
+    with pytest.raises(ValueError, match=r"predictions must have shape \(N,\) = \(5,\)"):
+        routing_entropy(c, predictions[:4])
+    with pytest.raises(ValueError, match=r"class indices in \[0, 2\)"):
+        routing_entropy(c, torch.tensor([0, 0, 0, 1, 2]))
+    with pytest.raises(ValueError, match="integer class indices"):
+        routing_entropy(c, predictions.float())
+    with pytest.raises(ValueError, match="at least one image"):
+        routing_entropy(c[:0], predictions[:0])
+
+
+# ---------------------------------------------------------------- pruning
+
+def _model():
+    torch.manual_seed(0)
+    return CapsNet(CapsNetConfig.slim())
+
+
+def test_the_paper_s_parameters_are_pruned_and_nothing_else():
+    model = _model()
+    names = {m: n for n, m in model.named_modules()}
+    assert [names[m] for m, _ in prunable_parameters(model)] == ["conv", "primary.conv", "digits"]
+
+
+def test_one_global_threshold_prunes_the_smallest_weights():
+    model = _model()
+    before = torch.cat([m.weight.detach().abs().flatten() for m, _ in prunable_parameters(model)])
+    decoder = [p.detach().clone() for p in model.decoder.parameters()]
+    biases = [model.conv.bias.detach().clone(), model.primary.conv.bias.detach().clone()]
+    report = global_magnitude_prune(model, 0.3)
+    k = round(0.3 * before.numel())
+    threshold = before.sort().values[k - 1]                       # the k-th smallest |w|, by an independent sort
+    after = torch.cat([m.weight.detach().flatten() for m, _ in prunable_parameters(model)])
+    assert int((after == 0).sum()) == k and report["overall"] == pytest.approx(k / before.numel())
+    assert bool(((after == 0) == (before <= threshold)).all())   # exactly the smallest ones (no ties here)
+    assert set(report) == {"conv.weight", "primary.conv.weight", "digits.weight", "overall"}
+    assert all(torch.equal(p, q) for p, q in zip(decoder, model.decoder.parameters()))
+    assert torch.equal(biases[0], model.conv.bias) and torch.equal(biases[1], model.primary.conv.bias)
+    again = global_magnitude_prune(model, 0.5)                    # half of what is left
+    assert again["overall"] == pytest.approx(1 - (1 - k / before.numel()) * 0.5, abs=1e-5)
+
+
+def test_pruned_weights_stay_zero_while_training_and_after_removing_the_masks():
+    model = _model()
+    global_magnitude_prune(model, 0.5)
+    masks = [m.weight_mask.clone() for m, _ in prunable_parameters(model)]
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.rand(4, 1, 28, 28)
+    for _ in range(2):
+        optimiser.zero_grad()
+        model(x).lengths.sum().backward()
+        optimiser.step()
+    for (m, _), mask in zip(prunable_parameters(model), masks):
+        assert bool((m.weight[mask == 0] == 0).all())
+    with torch.no_grad():
+        out = model(x).lengths
+    make_pruning_permanent(model)
+    assert not any(hasattr(m, "weight_mask") for m, _ in prunable_parameters(model))
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).lengths, out)
+    assert sparsity(model)["overall"] == pytest.approx(0.5, abs=1e-5)
+
+
+def test_pruning_refuses_bad_input():
+    with pytest.raises(ValueError, match="amount must be a share in \\[0, 1\\]"):
+        global_magnitude_prune(_model(), 1.5)
+    with pytest.raises(ValueError, match="no convolution or capsule layer"):
+        prunable_parameters(torch.nn.Linear(3, 2))
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        prunable_parameters("model")
