@@ -27,6 +27,7 @@ import math
 from collections import Counter
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import prune
 
@@ -34,8 +35,8 @@ from ._checks import check_positive_int, check_tensor
 from .layers import CapsuleLayer
 
 __all__ = ["quantize", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class", "dictionary_entropy",
-           "routing_entropy", "prunable_parameters", "global_magnitude_prune", "sparsity",
-           "make_pruning_permanent"]
+           "routing_entropy", "coupling_saliency", "prunable_parameters", "global_magnitude_prune", "sparsity",
+           "make_pruning_permanent", "lobster_step"]
 
 
 def _check_levels(levels: int) -> int:
@@ -122,6 +123,36 @@ def routing_entropy(couplings: torch.Tensor, predictions: torch.Tensor, levels: 
     return sum(per_class.values()) / len(per_class), per_class
 
 
+def coupling_saliency(capsules: torch.Tensor, couplings: torch.Tensor, predictions: torch.Tensor,
+                      grid: tuple[int, int], image_size: tuple[int, int] | None = None,
+                      levels: int = 11) -> torch.Tensor:
+    """The REM paper's built-in saliency map (its eq. 16): per image, every position (m, n) of the primary
+    capsules' grid gets the mean over the O capsule types there of ‖u_(m,n,o)‖ · c̃_(m,n,o),j, the capsule's
+    length times its quantised coupling (``quantize(c) / (levels − 1)``) to the predicted class j,
+
+        E_(m,n) = (1/O) Σ_o ‖u_(m,n,o)‖ · c̃_(m,n,o),j ,
+
+    then upsampled bilinearly to ``image_size`` (if given).
+
+    capsules ``(B, I, D)`` ordered by (row, column, type) as :func:`capsule_lab.conv_to_capsules` makes them,
+    ``I = H·W·O``; couplings ``(B, I, J)``; predictions ``(B,)``; grid ``(H, W)``. Returns ``(B, H, W)``, or
+    ``(B, *image_size)``. Chapter 05.
+    """
+    couplings, predictions = _check_couplings(couplings, predictions)
+    B, I, J = couplings.shape
+    check_tensor(capsules, "capsules", f"(B, I, D) = ({B}, {I}, D)", sizes=(B, I, None), floating=True)
+    if (not isinstance(grid, (tuple, list)) or len(grid) != 2
+            or any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in grid) or I % (grid[0] * grid[1])):
+        raise ValueError(f"grid must be (H, W), two positive integers with H·W dividing I = {I}, got {grid!r}")
+    H, W = grid
+    coupling = couplings.detach()[torch.arange(B), :, predictions.long()]                    # (B, I)
+    weighted = capsules.detach().norm(dim=-1) * quantize(coupling, levels).to(capsules.dtype) / (levels - 1)
+    saliency = weighted.view(B, H, W, I // (H * W)).mean(dim=-1)                             # (B, H, W)
+    if image_size is None:
+        return saliency
+    return F.interpolate(saliency.unsqueeze(1), size=tuple(image_size), mode="bilinear", align_corners=False)[:, 0]
+
+
 # ---------------------------------------------------------------- pruning (torch.nn.utils.prune)
 
 def prunable_parameters(model: nn.Module) -> list[tuple[nn.Module, str]]:
@@ -176,3 +207,24 @@ def make_pruning_permanent(model: nn.Module) -> nn.Module:
         if prune.is_pruned(module) and hasattr(module, f"{attr}_mask"):
             prune.remove(module, attr)
     return model
+
+
+@torch.no_grad()
+def lobster_step(model: nn.Module, strength: float) -> None:
+    """One LOBSTER update on the prunable weights, after ``loss.backward()`` and the optimiser's step:
+
+        w ← w − strength · w · relu(1 − |∂L/∂w|)
+
+    a weight decay applied only where the loss is insensitive to the weight (``|∂L/∂w| < 1``), which drives those
+    weights towards zero for magnitude pruning to remove. This is what the REM paper's public code does (with
+    strength 1e-4 decaying × 0.99 per epoch), where the paper's text says iterative magnitude pruning; the
+    course offers it as that code's variant. Weights without a gradient are left alone. Chapter 05.
+    """
+    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not strength >= 0:
+        raise ValueError(f"strength must be a number >= 0, got {strength!r}")
+    for module, attr in prunable_parameters(model):
+        weight = getattr(module, f"{attr}_orig", None)
+        weight = getattr(module, attr) if weight is None else weight
+        if weight.grad is not None:
+            weight -= strength * weight * torch.relu(1 - weight.grad.abs())
+

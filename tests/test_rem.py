@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from capsule_lab.models import CapsNet, CapsNetConfig
-from capsule_lab.rem import (dictionary_entropy, global_magnitude_prune, keys_per_class, make_pruning_permanent,
-                             parse_tree_dictionary, parse_tree_keys, prunable_parameters, quantize, routing_entropy,
-                             sparsity)
+from capsule_lab.rem import (coupling_saliency, dictionary_entropy, global_magnitude_prune, keys_per_class,
+                             lobster_step, make_pruning_permanent, parse_tree_dictionary, parse_tree_keys,
+                             prunable_parameters, quantize, routing_entropy, sparsity)
 
 
 def test_quantize_by_hand():
@@ -140,3 +140,46 @@ def test_pruning_refuses_bad_input():
         prunable_parameters(torch.nn.Linear(3, 2))
     with pytest.raises(ValueError, match="torch.nn.Module"):
         prunable_parameters("model")
+
+
+# ---------------------------------------------------------------- saliency (eq. 16) and LOBSTER
+
+def test_saliency_by_hand():
+    # one image, a 1 × 2 grid with O = 2 types: capsules (row, column, type) = (0,0,0), (0,0,1), (0,1,0), (0,1,1)
+    capsules = torch.zeros(1, 4, 2)
+    capsules[0, :, 0] = torch.tensor([0.5, 1.0, 0.2, 0.0])             # lengths 0.5, 1, 0.2, 0
+    couplings = torch.zeros(1, 4, 3)
+    couplings[0, :, 2] = torch.tensor([0.8, 0.4, 1.0, 0.9])            # the predicted class is 2
+    e = coupling_saliency(capsules, couplings, torch.tensor([2]), grid=(1, 2))
+    # position (0, 0): (0.5 · 0.8 + 1 · 0.4) / 2 = 0.4; position (0, 1): (0.2 · 1 + 0 · 0.9) / 2 = 0.1
+    torch.testing.assert_close(e, torch.tensor([[[0.4, 0.1]]]))
+    up = coupling_saliency(capsules, couplings, torch.tensor([2]), grid=(1, 2), image_size=(4, 8))
+    assert up.shape == (1, 4, 8) and up[0, :, 0].allclose(torch.tensor(0.4)) and up[0, :, -1].allclose(torch.tensor(0.1))
+    with pytest.raises(ValueError, match="grid must be"):
+        coupling_saliency(capsules, couplings, torch.tensor([2]), grid=(3, 1))
+    with pytest.raises(ValueError, match=r"capsules must have shape \(B, I, D\)"):
+        coupling_saliency(capsules[:, :3], couplings, torch.tensor([2]), grid=(1, 2))
+
+
+def test_lobster_decays_only_weights_the_loss_ignores():
+    model = _model()
+    w = model.digits.weight
+    w.grad = torch.zeros_like(w)
+    w.grad.view(-1)[:10] = 5.0                                          # the loss is sensitive to the first ten
+    w.grad.view(-1)[10:20] = 0.5
+    before = w.detach().clone()
+    model.conv.weight.grad = None                                       # no gradient: left alone
+    conv = model.conv.weight.detach().clone()
+    lobster_step(model, 0.1)
+    flat, old = w.detach().view(-1), before.view(-1)
+    torch.testing.assert_close(flat[:10], old[:10])                     # relu(1 − 5) = 0
+    torch.testing.assert_close(flat[10:20], old[10:20] * (1 - 0.1 * 0.5))
+    torch.testing.assert_close(flat[20:], old[20:] * 0.9)               # relu(1 − 0) = 1
+    assert torch.equal(model.conv.weight, conv)
+    global_magnitude_prune(model, 0.2)                                  # with masks it updates weight_orig
+    model.digits.weight_orig.grad = torch.zeros_like(model.digits.weight_orig)
+    orig = model.digits.weight_orig.detach().clone()
+    lobster_step(model, 0.5)
+    torch.testing.assert_close(model.digits.weight_orig, orig * 0.5)
+    with pytest.raises(ValueError, match="strength must be a number >= 0"):
+        lobster_step(model, -1.0)
