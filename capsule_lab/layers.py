@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ._checks import check_tensor
-
+from .capsules import squash
 from .routing import DetachedRouter, DynamicRouter, Router, RoutingResult, UniformRouter, VoteFreeRouter
 
 __all__ = ["capsule_votes", "make_router", "CapsuleLayer", "ROUTER_NAMES"]
@@ -76,17 +76,31 @@ class CapsuleLayer(nn.Module):
         vote_free: when the router declares an equivalent vote-free form (``router.vote_free_form()``, as
             :class:`~capsule_lab.routing.DynamicRouter` does), run that form — same result, without
             materialising the votes. Set it to False to run the readable routing on the votes.
+        pose_bias: if given, a learned bias ``b_j`` per output capsule (``(J, D_out)``, initialised to this
+            value) added to every weighted sum before the squash, ``v_j = squash(Σ_i c_ij û_{j|i} + b_j)``, in
+            every routing iteration — the REM paper's MNIST model (0.1, chapter 05). It needs a router on the
+            votes (:class:`~capsule_lab.routing.DynamicRouter` and its variants, or
+            :class:`~capsule_lab.routing.UniformRouter`); the vote-free form is then not used.
 
     Chapter 02.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int,
-                 router: RouterLike | None = None, init_std: float = 0.01, vote_free: bool = True):
+                 router: RouterLike | None = None, init_std: float = 0.01, vote_free: bool = True,
+                 pose_bias: float | None = None):
         super().__init__()
         self.vote_free = vote_free
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         self.weight = nn.Parameter(torch.randn(in_caps, out_caps, out_dim, in_dim) * init_std)
         self.router = router if router is not None else DynamicRouter(3)
+        self.bias = None
+        if pose_bias is not None:
+            if isinstance(pose_bias, bool) or not isinstance(pose_bias, (int, float)):
+                raise ValueError(f"pose_bias must be a number or None, got {pose_bias!r}")
+            if not isinstance(self.router, (DynamicRouter, UniformRouter)):
+                raise ValueError("pose_bias needs a router on the votes (DynamicRouter or UniformRouter), "
+                                 f"got {self.router!r}")
+            self.bias = nn.Parameter(torch.full((out_caps, out_dim), float(pose_bias)))
 
     def votes(self, u: torch.Tensor) -> torch.Tensor:
         return capsule_votes(u, self.weight)
@@ -94,11 +108,21 @@ class CapsuleLayer(nn.Module):
     def routed_by(self) -> RouterLike:
         """The router :meth:`forward` runs: ``self.router``, or its vote-free form when ``vote_free``."""
         router = self.router
+        if self.bias is not None:
+            return self._biased(router)
         if self.vote_free and not getattr(router, "takes_weights", False):
             form = router.vote_free_form() if isinstance(router, Router) else None
             if form is not None:
                 return form
         return router
+
+    def _biased(self, router: Router) -> Router:
+        """``router`` with its squash applied to ``s_j + b_j`` (the vote-free form has no gradient for b)."""
+        if isinstance(router, UniformRouter):
+            activation = router.activation
+            return UniformRouter(lambda s: activation(s + self.bias))
+        activation = router.options.get("activation", squash)
+        return DynamicRouter(router.iterations, **{**router.options, "activation": lambda s: activation(s + self.bias)})
 
     def forward(self, u: torch.Tensor) -> RoutingResult:
         router = self.routed_by()

@@ -48,6 +48,7 @@ class CapsNetConfig:
     decoder: bool = True
     decoder_hidden: tuple = (512, 1024)
     init_std: float = 0.05
+    pose_bias: float | None = None      # REM's MNIST model adds a learned bias (0.1) to s_j before the squash
 
     @classmethod
     def sabour(cls, **changes) -> "CapsNetConfig":
@@ -129,13 +130,16 @@ class CapsNet(nn.Module):
         self.primary = PrimaryCapsules(c.conv_channels, c.primary_types, c.primary_dim,
                                        c.primary_kernel, c.primary_stride)
         if router is None:  # the config chooses: dynamic routing runs vote-free, from (u, W)
-            if c.routing == "dynamic":
+            if c.routing == "dynamic" and c.pose_bias is None:
                 router = VoteFreeRouter(c.iterations, detach_votes=c.detach_votes,
                                         detach_couplings=c.detach_couplings)
+            elif c.routing == "dynamic":                    # a pose bias needs the routing on the votes
+                router = make_router("dynamic", c.iterations, detach_votes=c.detach_votes,
+                                     detach_couplings=c.detach_couplings)
             else:
                 router = make_router(c.routing, c.iterations)
         self.digits = CapsuleLayer(c.primary_caps, c.primary_dim, c.classes, c.class_dim,
-                                   router=router, init_std=c.init_std)
+                                   router=router, init_std=c.init_std, pose_bias=c.pose_bias)
         self.decoder = (Decoder(c.classes, c.class_dim, c.decoder_hidden, c.image_size, c.in_channels)
                         if c.decoder else None)
 
