@@ -23,7 +23,7 @@ import capsule_lab
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from api_chapter_links import in_literal_blocks, link_chapters, literal_blocks  # noqa: E402
+from api_chapter_links import find_object, in_literal_blocks, link_chapters, literal_blocks  # noqa: E402
 
 NAMED = re.compile(r"\bcapsule_lab(?:\.[a-z_][a-z0-9_]*)+")
 UNDOCUMENTED = re.compile(r"capsule_lab\.(_checks|grading\.tasks_\d\d)$")
@@ -58,17 +58,7 @@ def test_every_capsule_lab_name_in_the_book_exists():
     missing = []
     for path in texts:
         for name in set(NAMED.findall(path.read_text())):
-            parts = name.split(".")
-            for split in range(len(parts), 0, -1):           # the longest importable prefix, then attributes
-                try:
-                    obj = importlib.import_module(".".join(parts[:split]))
-                    break
-                except ImportError:
-                    continue
-            try:
-                for attr in parts[split:]:
-                    obj = getattr(obj, attr)
-            except AttributeError:
+            if find_object(name, None) is None:
                 missing.append(f"{path.relative_to(ROOT)}: {name}")
     assert not missing, missing
 

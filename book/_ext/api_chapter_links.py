@@ -80,10 +80,11 @@ def in_literal_blocks(lines: list[str]) -> set[int]:
 
 
 def find_object(dotted: str, module: str | None):
-    """The object ``dotted`` names, seen from ``module`` (its own names and imports) or as an absolute path."""
+    """The object ``dotted`` names, seen from ``module`` (its own names and imports) or as an absolute path:
+    the longest importable prefix, then attributes. None if there is none."""
     for path in ([f"{module}.{dotted}"] if module else []) + [dotted]:
         parts = path.split(".")
-        for split in range(len(parts) - 1, 0, -1):
+        for split in range(len(parts), 0, -1):
             try:
                 obj = importlib.import_module(".".join(parts[:split]))
             except ImportError:
