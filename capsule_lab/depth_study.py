@@ -35,7 +35,8 @@ from .models import DeepCapsNet, DeepCapsNetConfig
 from .profiles import DepthStudySettings
 from .training import fit
 
-__all__ = ["DepthRun", "depth_study_data", "train_and_measure", "RESULTS", "search_results", "shipped_runs"]
+__all__ = ["DepthRun", "depth_study_data", "train_and_measure", "hidden_dead_rate", "RESULTS", "search_results",
+           "shipped_runs"]
 
 #: The search's and the shipped experiment's results, in the installed package.
 RESULTS = resources.files("capsule_lab") / "results"
@@ -112,6 +113,14 @@ def train_and_measure(settings: DepthStudySettings, depth: int, routing: str, se
         fit(net, train, None, **options)
     record = collect_capsules(net, test)
     return DepthRun(net, record, layer_table(record), gradients)
+
+
+def hidden_dead_rate(table: list) -> float:
+    """The dead rate of a network's hidden layers 2 … L: their dead capsules over their capsules, from a
+    :func:`~capsule_lab.diagnostics.layer_table` (a :class:`DepthRun`'s ``table``, or a shipped run's);
+    0 for a network with no hidden layer. Chapter 04."""
+    hidden = table[1:-1]                        # not the primary capsules, not the class capsules
+    return sum(r["cds"] for r in hidden) / sum(r["capsules"] for r in hidden) if hidden else 0.0
 
 
 def _number(text: str):

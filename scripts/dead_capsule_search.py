@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import platform
 import sys
 import time
@@ -37,7 +38,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab.depth_study import depth_study_data, train_and_measure  # noqa: E402
+from capsule_lab.depth_study import depth_study_data, hidden_dead_rate, train_and_measure  # noqa: E402
 from capsule_lab.profiles import chapter_settings  # noqa: E402
 
 CSV_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.csv"
@@ -158,7 +159,6 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    import os
     return f"{model}, {os.cpu_count()} cores, {platform.system()}"
 
 
@@ -176,26 +176,11 @@ def _fmt(value) -> str:
 
 
 def read_rows(path: Path) -> list[dict]:
-    """The CSV's rows; a setting column the file predates is filled with its value then, BASE's default."""
+    """The CSV's rows, as strings (none if the file does not exist yet)."""
     if not path.exists():
         return []
     with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    return [{**{k: _fmt(BASE[k]) for k in SETTING_KEYS if k not in r}, **r} for r in rows]
-
-
-def upgrade_csv(path: Path) -> None:
-    """Rewrite an existing CSV whose header lacks newer columns (their settings were BASE's defaults then)."""
-    if not path.exists():
-        return
-    with path.open(newline="") as f:
-        header = next(csv.reader(f), None)
-    if header is not None and tuple(header) != COLUMNS:
-        rows = read_rows(path)
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, COLUMNS)
-            writer.writeheader()
-            writer.writerows({k: r.get(k, "") for k in COLUMNS} for r in rows)
+        return list(csv.DictReader(f))
 
 
 def settings_for(s: dict):
@@ -226,7 +211,7 @@ def measure(run) -> dict:
     hidden = table[1:-1]                        # layers 2 … L: not the primary capsules, not the class capsules
     out = {"accuracy": run.record.accuracy,
            "hidden_cds": sum(r["cds"] for r in hidden),
-           "hidden_cdr": sum(r["cds"] for r in hidden) / sum(r["capsules"] for r in hidden) if hidden else 0.0,
+           "hidden_cdr": hidden_dead_rate(table),
            "min_hidden_cnm": min((r["cnm"] for r in hidden), default=float("nan")),
            "min_hidden_mean": min((float(n.mean(0).min()) for n in run.record.norms[1:-1]), default=float("nan"))}
     for l in LAYERS:
@@ -240,7 +225,6 @@ def run_grid(grid: str, csv_path: Path, threads: int, shard: tuple = (0, 1)) -> 
     """Train every run of ``grid`` not yet in ``csv_path``; ``shard = (k, n)`` takes only every n-th run from the
     k-th (two processes with 1 thread each: shards 0/2 and 1/2)."""
     torch.set_num_threads(threads)
-    upgrade_csv(csv_path)
     done = {run_key(r) for r in read_rows(csv_path)}
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     new_file = not csv_path.exists()

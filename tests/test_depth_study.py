@@ -15,7 +15,8 @@ import torch
 from torch.utils.data import TensorDataset
 
 import capsule_lab.depth_study as depth_study
-from capsule_lab.depth_study import DepthRun, _number, search_results, shipped_runs, train_and_measure
+from capsule_lab.depth_study import (DepthRun, _number, hidden_dead_rate, search_results, shipped_runs,
+                                     train_and_measure)
 from capsule_lab.diagnostics import layer_table
 from capsule_lab.profiles import chapter_settings
 
@@ -165,3 +166,10 @@ def test_committed_results_are_consistent():
     history = blob["capsule_history"]
     for capsule in ("dying", "living"):
         assert len({len(history[capsule][k]) for k in ("norm", "activation", "weight")}) == 1
+
+
+def test_hidden_dead_rate_counts_only_the_hidden_layers():
+    table = [{"cds": 3, "capsules": 16}, {"cds": 4, "capsules": 16}, {"cds": 2, "capsules": 16},
+             {"cds": 5, "capsules": 10}]                                   # primary, two hidden, class capsules
+    assert hidden_dead_rate(table) == (4 + 2) / 32
+    assert hidden_dead_rate(table[:1] + table[-1:]) == 0.0                 # one routing layer: no hidden layer
