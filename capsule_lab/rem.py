@@ -36,7 +36,7 @@ from .layers import CapsuleLayer
 
 __all__ = ["quantize", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class", "dictionary_entropy",
            "routing_entropy", "coupling_saliency", "prunable_parameters", "global_magnitude_prune", "sparsity",
-           "make_pruning_permanent", "lobster_step"]
+           "make_pruning_permanent", "snip_prune", "lobster_step"]
 
 
 def _check_levels(levels: int) -> int:
@@ -207,6 +207,39 @@ def make_pruning_permanent(model: nn.Module) -> nn.Module:
         if prune.is_pruned(module) and hasattr(module, f"{attr}_mask"):
             prune.remove(module, attr)
     return model
+
+
+def snip_prune(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, amount: float,
+               loss_fn=None) -> dict:
+    """Single-shot pruning at initialisation, SNIP-like (Lee et al. 2019; the REM paper's Figure 10): score every
+    prunable weight by its connection sensitivity ``|w · ∂L/∂w|`` on one batch, prune the ``amount`` share with
+    the lowest scores over all of them at once, and return :func:`sparsity`.
+
+    ``images`` ``(B, C, H, W)``, ``labels`` ``(B,)``; ``loss_fn(out, images, labels)`` defaults to
+    :func:`capsule_lab.models.capsnet_loss`. Built on :func:`torch.nn.utils.prune.global_unstructured` with the
+    scores as ``importance_scores``; the masks stay while the network then trains. Chapter 05.
+    """
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount <= 1:
+        raise ValueError(f"amount must be a share in [0, 1], got {amount!r}")
+    check_tensor(images, "images", "(B, C, H, W)", ndim=4, floating=True)
+    check_tensor(labels, "labels", f"(B,) = ({images.shape[0]},)", sizes=(images.shape[0],))
+    if loss_fn is None:
+        from .models import capsnet_loss as loss_fn
+    pairs = prunable_parameters(model)
+    if any(prune.is_pruned(module) for module, _ in pairs):
+        raise ValueError("model must not be pruned yet: SNIP prunes once, at initialisation")
+    model.zero_grad(set_to_none=True)
+    loss_fn(model(images, labels), images, labels).backward()
+    scores = {}
+    for module, attr in pairs:
+        weight = getattr(module, attr)
+        if weight.grad is None:
+            raise ValueError(f"the loss does not depend on {type(module).__name__}.{attr}: cannot score it")
+        scores[(module, attr)] = (weight.detach() * weight.grad).abs()
+    model.zero_grad(set_to_none=True)
+    prune.global_unstructured(pairs, pruning_method=prune.L1Unstructured, importance_scores=scores,
+                              amount=float(amount))
+    return sparsity(model)
 
 
 @torch.no_grad()

@@ -12,7 +12,7 @@ import torch
 from capsule_lab.models import CapsNet, CapsNetConfig
 from capsule_lab.rem import (coupling_saliency, dictionary_entropy, global_magnitude_prune, keys_per_class,
                              lobster_step, make_pruning_permanent, parse_tree_dictionary, parse_tree_keys,
-                             prunable_parameters, quantize, routing_entropy, sparsity)
+                             prunable_parameters, quantize, routing_entropy, snip_prune, sparsity)
 
 
 def test_quantize_by_hand():
@@ -183,3 +183,30 @@ def test_lobster_decays_only_weights_the_loss_ignores():
     torch.testing.assert_close(model.digits.weight_orig, orig * 0.5)
     with pytest.raises(ValueError, match="strength must be a number >= 0"):
         lobster_step(model, -1.0)
+
+
+def test_snip_keeps_the_weights_with_the_largest_connection_sensitivity():
+    torch.manual_seed(3)
+    model = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False))
+    images, labels = torch.rand(5, 1, 28, 28), torch.tensor([0, 1, 2, 3, 4])
+    # the sensitivities |w · dL/dw|, by autograd on a copy, with the margin loss written out here
+    twin = CapsNet(model.config)
+    twin.load_state_dict(model.state_dict())
+    lengths = twin(images).lengths
+    target = torch.nn.functional.one_hot(labels, 10).float()
+    loss = (target * torch.relu(0.9 - lengths) ** 2
+            + 0.5 * (1 - target) * torch.relu(lengths - 0.1) ** 2).sum(dim=1).mean()
+    loss.backward()
+    weights = [twin.conv.weight, twin.primary.conv.weight, twin.digits.weight]
+    scores = torch.cat([(w * w.grad).abs().flatten() for w in weights])
+    report = snip_prune(model, images, labels, 0.7)
+    kept = torch.cat([(w != 0).flatten() for w in (model.conv.weight, model.primary.conv.weight,
+                                                   model.digits.weight)])
+    k = round(0.7 * scores.numel())
+    assert int((~kept).sum()) == k and report["overall"] == pytest.approx(k / scores.numel())
+    threshold = scores.sort().values[k - 1]
+    assert bool((scores[kept] >= threshold).all()) and bool((scores[~kept] <= threshold).all())
+    with pytest.raises(ValueError, match="must not be pruned yet"):
+        snip_prune(model, images, labels, 0.5)
+    with pytest.raises(ValueError, match="amount must be a share"):
+        snip_prune(CapsNet(model.config), images, labels, 1.5)

@@ -1,0 +1,236 @@
+"""Chapter 05's experiment: a CapsNet trained dense (Q) and pruned while it trains (REM), measured every epoch.
+
+Taught in chapter 05 (``chapters/05_rem.ipynb``), after Renzulli, Tartaglione and Grangetto (the REM paper),
+§4.4. Under a :class:`~capsule_lab.profiles.RemSettings`, :func:`run_rem` trains one CapsNet per dataset and
+seed twice from the same initialisation and for the same epochs with :func:`capsule_lab.training.fit`:
+
+- **Q**: dense; only its couplings are quantised when they are measured;
+- **REM**: dense for ``warmup_epochs``, then every ``epochs_per_round`` epochs
+  :func:`capsule_lab.rem.global_magnitude_prune` removes ``amount`` of the remaining prunable weights, and
+  training goes on with the masks in place.
+
+After every epoch both are measured (:func:`measure_routing`): accuracy and margin loss on the test set, the
+couplings of the last routing layer on every test image (from which :mod:`capsule_lab.rem` computes keys and
+entropies at any K), the validation loss, the sparsity, and a copy of the weights (so a chapter can go back to
+any step, e.g. to draw its parse tree). REM's model is :func:`chosen_step`: the most pruned step whose
+validation loss is no higher than the dense model's just before the first pruning.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn.utils import prune
+from torch.utils.data import Dataset, TensorDataset
+
+from .data import load_fashion_mnist, load_mnist
+from .models import CapsNet, capsnet_loss
+from .modes import eval_mode
+from .profiles import RemSettings
+from .rem import (global_magnitude_prune, keys_per_class, parse_tree_dictionary, prunable_parameters,
+                  routing_entropy, snip_prune, sparsity)
+from .training import batches, fit
+
+__all__ = ["DATASETS", "RoutingMeasure", "Step", "RemRun", "rem_study_data", "measure_routing", "chosen_step",
+           "run_rem", "model_at"]
+
+#: The datasets of the study, by the name a :class:`~capsule_lab.profiles.RemSettings` uses.
+DATASETS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
+
+
+@dataclass
+class RoutingMeasure:
+    """One model measured on one set of images: accuracy, mean margin loss, and per image the couplings of the
+    last routing layer ``(N, I, J)``, the predicted class and the label. Chapter 05."""
+
+    accuracy: float
+    loss: float
+    couplings: torch.Tensor
+    predictions: torch.Tensor
+    labels: torch.Tensor
+
+    def entropy(self, levels: int = 11) -> float:
+        """The mean over the predicted classes of the parse-tree entropy H_j, in bits (:func:`routing_entropy`)."""
+        return routing_entropy(self.couplings, self.predictions, levels)[0]
+
+    def keys(self, levels: int = 11) -> dict:
+        """The number of distinct parse trees of every predicted class (:func:`keys_per_class`)."""
+        return keys_per_class(parse_tree_dictionary(self.couplings, self.predictions, levels))
+
+    def images_per_class(self) -> dict:
+        """How many images each class was predicted for."""
+        classes, counts = self.predictions.unique(return_counts=True)
+        return dict(zip(classes.tolist(), counts.tolist()))
+
+    def entropy_ceiling(self) -> float:
+        """The most :meth:`entropy` these predictions allow: a class predicted for n_j images has at most n_j
+        keys, so H_j ≤ log₂ n_j (every image its own parse tree); the mean over the predicted classes."""
+        counts = self.images_per_class().values()
+        return sum(math.log2(n) for n in counts) / len(counts)
+
+
+@dataclass
+class Step:
+    """A model after ``epoch`` epochs: its sparsity (per parameter and ``"overall"``), validation loss, test
+    measure, and its weights (a CPU copy of the state dict, pruning masks included). Chapter 05."""
+
+    epoch: int
+    sparsity: dict
+    val_loss: float
+    test: RoutingMeasure
+    state: dict = field(repr=False)
+
+
+@dataclass
+class RemRun:
+    """One dataset and seed of the study: the dense run's steps (Q), the pruned run's steps (REM), which pruned
+    step is REM's model, the seconds the runs took and, if trained, the single-shot run's steps. Chapter 05."""
+
+    dataset: str
+    seed: int
+    dense: list
+    pruned: list
+    chosen: int
+    seconds: float
+    single_shot: list | None = None
+
+    @property
+    def q(self) -> Step:
+        """The Q model: the dense run's last step."""
+        return self.dense[-1]
+
+    @property
+    def rem(self) -> Step:
+        """The REM model: the pruned step :func:`chosen_step` picked."""
+        return self.pruned[self.chosen]
+
+
+def _check_settings(settings) -> RemSettings:
+    if not isinstance(settings, RemSettings):
+        raise ValueError(f"settings must be a RemSettings (capsule_lab.profiles.chapter_settings('05')), "
+                         f"got {type(settings).__name__}")
+    return settings
+
+
+def rem_study_data(dataset: str, settings: RemSettings, source: str = "offline") -> tuple[Dataset, Dataset, Dataset]:
+    """``(train, validation, test)`` for ``dataset`` (``"mnist"`` or ``"fashion"``) from ``source`` (see
+    :func:`capsule_lab.data.load_mnist`): the validation set is the first ``val_size`` training images, the
+    training set the next ``train_size`` (None: all the rest), the test set the first ``test_size`` test images
+    (None: all). Chapter 05.
+    """
+    _check_settings(settings)
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {dataset!r}")
+    train_all, test_all = DATASETS[dataset](True, source=source), DATASETS[dataset](False, source=source)
+    images, labels = train_all.tensors
+    v = settings.val_size
+    if not 0 < v < len(labels):
+        raise ValueError(f"val_size must be in (0, {len(labels)}), got {v}")
+    end = None if settings.train_size is None else v + settings.train_size
+    train, val = TensorDataset(images[v:end], labels[v:end]), TensorDataset(images[:v], labels[:v])
+    test = TensorDataset(*(t[:settings.test_size] for t in test_all.tensors))
+    return train, val, test
+
+
+@torch.no_grad()
+def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None) -> RoutingMeasure:
+    """Run ``model`` on ``data`` in evaluation mode and keep its accuracy, mean margin loss and every image's
+    couplings, prediction and label (:class:`RoutingMeasure`; the couplings are moved to the CPU). Chapter 05.
+    """
+    if not isinstance(model, CapsNet):
+        raise ValueError(f"model must be a capsule_lab.models.CapsNet, got {type(model).__name__}")
+    device = torch.device(device or next(model.parameters()).device)
+    couplings, predictions, labels, loss = [], [], [], 0.0
+    with eval_mode(model):
+        for x, y in batches(data, batch_size):
+            x, y = x.to(device), y.to(device)
+            out = model(x)
+            loss += capsnet_loss(out, x, y).item() * len(y)
+            couplings.append(out.couplings.float().cpu())
+            predictions.append(out.lengths.argmax(dim=1).cpu())
+            labels.append(y.cpu())
+    if not labels:
+        raise ValueError("cannot measure on an empty dataset")
+    predictions, labels = torch.cat(predictions), torch.cat(labels)
+    return RoutingMeasure(accuracy=(predictions == labels).float().mean().item(), loss=loss / len(labels),
+                          couplings=torch.cat(couplings), predictions=predictions, labels=labels)
+
+
+def chosen_step(steps: list, warmup_epochs: int) -> int:
+    """The index in ``steps`` of REM's model: the most pruned step whose validation loss is no higher than that
+    of the dense model measured at epoch ``warmup_epochs`` (just before the first pruning). Chapter 05."""
+    if not steps:
+        raise ValueError("steps must hold at least one Step, got none")
+    base = [k for k, s in enumerate(steps) if s.epoch == warmup_epochs]
+    if not base:
+        raise ValueError(f"steps must include the dense step at epoch warmup_epochs = {warmup_epochs}")
+    reference = steps[base[0]].val_loss
+    ok = [k for k, s in enumerate(steps) if s.epoch >= warmup_epochs and s.val_loss <= reference]
+    return max(ok, key=lambda k: (steps[k].sparsity["overall"], steps[k].epoch))
+
+
+def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, iterative: bool, device,
+           amp: bool) -> list:
+    steps = []
+
+    def after_epoch(epoch: int, net: CapsNet) -> None:
+        steps.append(Step(epoch, sparsity(net), measure_routing(net, val, device=device).loss,
+                          measure_routing(net, test, device=device),
+                          {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}))
+        since = epoch - settings.warmup_epochs
+        if iterative and since >= 0 and since % settings.epochs_per_round == 0 and epoch < settings.epochs:
+            global_magnitude_prune(net, settings.amount)
+
+    fit(model, train, None, epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
+        lr_decay=settings.lr_decay, max_shift=settings.max_shift, device=device, amp=amp, seed=seed,
+        progress=False, on_epoch_end=after_epoch)
+    return steps
+
+
+def run_rem(dataset: str, settings: RemSettings, data: tuple, seed: int = 0, device="cpu",
+            amp: bool = False) -> RemRun:
+    """Train ``dataset``'s CapsNet dense and pruned from the same initialisation (seeded by ``seed``) on
+    ``data = (train, validation, test)`` (:func:`rem_study_data`) and return the :class:`RemRun`.
+
+    With ``settings.single_shot`` a third run starts from the same initialisation pruned once by
+    :func:`capsule_lab.rem.snip_prune` (scored on the first training batch) to the sparsity the iterative run
+    ends with, and trains as long (``RemRun.single_shot``; None otherwise). Chapter 05.
+    """
+    _check_settings(settings)
+    if not isinstance(data, (tuple, list)) or len(data) != 3:
+        raise ValueError("data must be (train, validation, test), as rem_study_data returns")
+    train, val, test = data
+    start = time.perf_counter()
+    torch.manual_seed(seed)
+    initial = CapsNet(settings.capsnet).to(device)
+    dense = _train(copy.deepcopy(initial), settings, train, val, test, seed, False, device, amp)
+    pruned = _train(copy.deepcopy(initial), settings, train, val, test, seed, True, device, amp)
+    single_shot = None
+    if settings.single_shot:
+        model = copy.deepcopy(initial)
+        images, labels = next(iter(batches(train, settings.batch_size)))
+        snip_prune(model, images.to(device), labels.to(device), settings.final_sparsity)
+        single_shot = _train(model, settings, train, val, test, seed, False, device, amp)
+    return RemRun(dataset, seed, dense=dense, pruned=pruned, chosen=chosen_step(pruned, settings.warmup_epochs),
+                  seconds=time.perf_counter() - start, single_shot=single_shot)
+
+
+def model_at(step: Step, config) -> CapsNet:
+    """The CapsNet of ``step`` (built from ``config``, a :class:`~capsule_lab.models.CapsNetConfig`), its weights
+    and pruning masks restored, in evaluation mode. Chapter 05."""
+    if not isinstance(step, Step):
+        raise ValueError(f"step must be a capsule_lab.rem_study.Step, got {type(step).__name__}")
+    model = CapsNet(config)
+    names = {module: name for name, module in model.named_modules()}
+    for module, attr in prunable_parameters(model):
+        if f"{names[module]}.{attr}_mask" in step.state:
+            prune.identity(module, attr)                    # a mask buffer for load_state_dict to fill
+    model.load_state_dict(step.state)
+    for module, attr in prunable_parameters(model):
+        if prune.is_pruned(module):                         # the masked weight, as the next forward would set it
+            setattr(module, attr, getattr(module, f"{attr}_orig") * getattr(module, f"{attr}_mask"))
+    return model.eval()

@@ -1,0 +1,119 @@
+"""capsule_lab.rem_study (chapter 05's experiment): measures checked against computations written here, the
+choice of REM's model on hand-built steps, and a tiny study's runs (same start, the sparsity schedule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from capsule_lab import rem_study
+from capsule_lab.models import CapsNet, CapsNetConfig
+from capsule_lab.profiles import chapter_settings
+from capsule_lab.rem_study import (RoutingMeasure, Step, chosen_step, measure_routing, model_at, rem_study_data,
+                                   run_rem)
+
+TINY = CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False)
+
+
+def _data(n: int, seed: int) -> TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g))
+
+
+def test_measure_routing_against_the_model_run_by_hand():
+    torch.manual_seed(0)
+    model, data = CapsNet(TINY), _data(7, 1)
+    m = measure_routing(model, data, batch_size=3)
+    images, labels = data.tensors
+    with torch.no_grad():
+        out = model.eval()(images)
+    target = torch.nn.functional.one_hot(labels, 10).float()
+    loss = (target * torch.relu(0.9 - out.lengths) ** 2
+            + 0.5 * (1 - target) * torch.relu(out.lengths - 0.1) ** 2).sum(dim=1).mean()
+    assert m.loss == pytest.approx(loss.item(), rel=1e-5)
+    assert torch.equal(m.predictions, out.lengths.argmax(dim=1)) and torch.equal(m.labels, labels)
+    assert m.accuracy == pytest.approx((out.lengths.argmax(dim=1) == labels).float().mean().item())
+    torch.testing.assert_close(m.couplings, out.couplings)
+    with pytest.raises(ValueError, match="must be a capsule_lab.models.CapsNet"):
+        measure_routing(torch.nn.Linear(2, 2), data)
+
+
+def test_entropy_ceiling_is_the_mean_log2_of_the_images_per_class():
+    c = torch.full((7, 3, 4), 0.25)
+    m = RoutingMeasure(1.0, 0.0, c, torch.tensor([0, 0, 0, 0, 2, 2, 3]), torch.zeros(7, dtype=torch.long))
+    assert m.images_per_class() == {0: 4, 2: 2, 3: 1}
+    assert m.entropy_ceiling() == pytest.approx((2 + 1 + 0) / 3)
+    assert m.entropy() == 0.0 and m.keys() == {0: 1, 2: 1, 3: 1}         # one coupling pattern: one key each
+
+
+def _step(epoch, overall, val_loss):
+    return Step(epoch, {"overall": overall}, val_loss, None, {})
+
+
+def test_rem_is_the_most_pruned_step_no_worse_than_the_dense_model_before_pruning():
+    steps = [_step(1, 0.0, 0.50), _step(2, 0.0, 0.40), _step(3, 0.5, 0.38), _step(4, 0.75, 0.41),
+             _step(5, 0.875, 0.45)]
+    assert chosen_step(steps, warmup_epochs=2) == 2        # 0.41 and 0.45 exceed 0.40: the 50 % sparse step
+    assert chosen_step(steps, warmup_epochs=1) == 4        # every later loss is <= 0.50: the sparsest
+    worse = [_step(1, 0.0, 0.2), _step(2, 0.5, 0.3)]
+    assert chosen_step(worse, warmup_epochs=1) == 0         # nothing pruned is as good: the dense model
+    with pytest.raises(ValueError, match="dense step at epoch"):
+        chosen_step(steps, warmup_epochs=9)
+
+
+def test_a_tiny_study_prunes_on_schedule_from_the_same_start():
+    settings = replace(chapter_settings("05", "quick"), capsnet=TINY, batch_size=16, warmup_epochs=1, rounds=2,
+                       epochs_per_round=1, amount=0.5, single_shot=True)
+    data = (_data(32, 2), _data(8, 3), _data(12, 4))
+    run = run_rem("mnist", settings, data, seed=0)
+    assert [s.epoch for s in run.dense] == [s.epoch for s in run.pruned] == [1, 2, 3] == \
+        [s.epoch for s in run.single_shot]
+    assert [s.sparsity["overall"] for s in run.dense] == [0.0, 0.0, 0.0]
+    assert [round(s.sparsity["overall"], 3) for s in run.pruned] == [0.0, 0.5, 0.75]
+    assert all(round(s.sparsity["overall"], 3) == 0.75 for s in run.single_shot)
+    first_dense, first_pruned = run.dense[0].state, run.pruned[0].state
+    assert all(torch.equal(first_dense[k], first_pruned[k]) for k in first_dense)    # same start, same epoch 1
+    assert run.q is run.dense[-1] and run.rem is run.pruned[run.chosen]
+    assert run.pruned[0].test.couplings.shape == (12, TINY.primary_caps, 10)
+
+
+def test_study_data_splits_validation_from_training(monkeypatch):
+    full = _data(40, 5)
+    monkeypatch.setitem(rem_study.DATASETS, "mnist", lambda train, source: full if train else _data(9, 6))
+    settings = replace(chapter_settings("05", "quick"), train_size=25, val_size=10, test_size=None)
+    train, val, test = rem_study_data("mnist", settings)
+    assert len(train) == 25 and len(val) == 10 and len(test) == 9
+    assert torch.equal(val.tensors[0], full.tensors[0][:10]) and torch.equal(train.tensors[0], full.tensors[0][10:35])
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        rem_study_data("cifar", settings)
+    with pytest.raises(ValueError, match="val_size must be in"):
+        rem_study_data("mnist", replace(settings, val_size=40))
+    with pytest.raises(ValueError, match="settings must be a RemSettings"):
+        rem_study_data("mnist", chapter_settings("04", "quick"))
+
+
+def test_settings_reach_the_paper_s_sparsity():
+    full = chapter_settings("05", "full")
+    assert full.capsnet.pose_bias == 0.1 and full.capsnet.init_std == 0.1 and not full.capsnet.decoder
+    assert full.final_sparsity > 0.855                     # the paper's MNIST model is 85.5 % sparse
+    quick = chapter_settings("05", "quick")
+    assert math.isclose(quick.final_sparsity, 0.875) and quick.epochs == 4
+
+
+def test_model_at_restores_a_pruned_step():
+    settings = replace(chapter_settings("05", "quick"), capsnet=TINY, batch_size=16, warmup_epochs=1, rounds=1,
+                       epochs_per_round=1, amount=0.5)
+    data = (_data(32, 2), _data(8, 3), _data(6, 4))
+    run = run_rem("mnist", settings, data, seed=1)
+    for step in (run.dense[-1], run.pruned[-1]):
+        model = model_at(step, TINY)
+        again = measure_routing(model, data[2])
+        torch.testing.assert_close(again.couplings, step.test.couplings)
+        assert again.accuracy == step.test.accuracy
+    assert float((model_at(run.pruned[-1], TINY).digits.weight == 0).float().mean()) > 0.3
+    with pytest.raises(ValueError, match="step must be"):
+        model_at(run, TINY)
