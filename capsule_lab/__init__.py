@@ -28,10 +28,10 @@ module             concept                                                      
 ``depth_study``    chapter 04's experiment: deep CapsNets trained over depths × routings        04
 ``rem``            routing entropy minimisation: quantised couplings, parse-tree dictionaries,  05
                    their entropy; magnitude pruning
-``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–04
-                   ``parse_tree``
-``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–04
-                   ``parse_tree``; each has a static figure for the book
+``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–05
+                   ``parse_tree``, ``rem``
+``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–05
+                   ``parse_tree``, ``rem``; each has a static figure for the book
 ``bench``          how fast routing runs, against the machine's FLOP bound                       02
 ``grading``        exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
 ``cli``            the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —

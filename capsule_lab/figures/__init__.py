@@ -5,6 +5,8 @@
 - :mod:`~capsule_lab.figures.capsnet` — training curves, reconstructions, pose sweeps of a CapsNet (chapter 02);
 - :mod:`~capsule_lab.figures.gradients` — the unrolled routing graph and the two gradient terms (chapter 03);
 - :mod:`~capsule_lab.figures.parse_tree` — the fuzzy parse tree of a deep CapsNet (chapter 04);
+- :mod:`~capsule_lab.figures.rem` — REM's entropy while pruning, keys per class, a class's parse tree
+  backtracked to the image, saliency maps (chapter 05);
 - :mod:`~capsule_lab.figures.style` — the maximum figure width and the output capsules' colours.
 
 Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works.
@@ -15,6 +17,10 @@ from .gradients import (draw_routing_graph, plot_gradient_history, plot_gradient
                         routing_graph_edges)
 from .parse_tree import (ParseTreeSummary, format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
                          parse_tree_summary, plot_parse_tree)
+from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure, keys_per_class_figure,
+                  parse_tree_graph, parse_tree_graph_figure, plot_backtracked_image, plot_entropy_accuracy,
+                  plot_entropy_vs_levels, plot_keys_per_class, plot_pruning_curve, pruning_curve_figure,
+                  pruning_explorer_figure, receptive_field_centres, saliency_figure, step_summary)
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
 from .style import MAX_FIGURE_WIDTH, OUTPUT_COLORS
 
@@ -26,4 +32,8 @@ __all__ = [
     "plot_gradient_history",
     "ParseTreeSummary", "parse_tree_summary", "plot_parse_tree", "parse_tree_figure", "format_layer_table",
     "parse_tree_explorer_figure",
+    "plot_pruning_curve", "pruning_curve_figure", "plot_entropy_accuracy", "entropy_accuracy_figure",
+    "plot_entropy_vs_levels", "entropy_vs_levels_figure", "plot_keys_per_class", "keys_per_class_figure",
+    "class_couplings", "receptive_field_centres", "parse_tree_graph", "plot_backtracked_image",
+    "parse_tree_graph_figure", "saliency_figure", "step_summary", "pruning_explorer_figure",
 ]

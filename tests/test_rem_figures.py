@@ -1,0 +1,295 @@
+"""capsule_lab.figures.rem and capsule_lab.widgets.rem (chapter 05): hand-built measures, steps and runs (no
+training); what is drawn is checked against counts and entropies computed here."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
+
+from capsule_lab.figures import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure,  # noqa: E402
+                                 keys_per_class_figure, parse_tree_graph, parse_tree_graph_figure,
+                                 plot_backtracked_image, pruning_curve_figure, pruning_explorer_figure,
+                                 receptive_field_centres, saliency_figure, step_summary)
+from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
+from capsule_lab.rem_study import RemRun, RoutingMeasure, Step  # noqa: E402
+from capsule_lab.widgets import pruning_explorer  # noqa: E402
+
+GRID = (3, 3, 2)                         # H, W, O: 18 primary capsules
+J = 3
+SMALL = CapsNetConfig.slim(image_size=9, conv_channels=4, conv_kernel=3, primary_kernel=3, primary_types=2,
+                           primary_dim=4, classes=J, class_dim=4, decoder=False)      # a 3 × 3 primary grid
+
+
+def make_measure(seed: int, sharpness: float = 2.0, n: int = 40) -> RoutingMeasure:
+    gen = torch.Generator().manual_seed(seed)
+    couplings = torch.softmax(sharpness * torch.randn(n, 18, J, generator=gen), dim=-1)
+    predictions = torch.randint(0, J, (n,), generator=gen)
+    labels = torch.where(torch.rand(n, generator=gen) < 0.8, predictions, (predictions + 1) % J)
+    return RoutingMeasure(accuracy=(predictions == labels).float().mean().item(), loss=0.2, couplings=couplings,
+                          predictions=predictions, labels=labels)
+
+
+def make_run() -> RemRun:
+    dense = [Step(e, {"overall": 0.0}, 0.3, make_measure(e, 1.0), {}) for e in range(1, 6)]
+    pruned = [Step(e, {"overall": 1 - 0.8 ** max(0, e - 2)}, 0.3, make_measure(10 + e, 1.0 + e), {})
+              for e in range(1, 6)]
+    return RemRun("mnist", 0, dense=dense, pruned=pruned, chosen=3, seconds=1.0)
+
+
+def hand_entropy(measure: RoutingMeasure, levels: int = 11) -> tuple[float, float]:
+    """(mean over predicted classes of the key entropy in bits, mean keys per class), with plain loops."""
+    per_class = {}
+    for n in range(measure.couplings.shape[0]):
+        j = int(measure.predictions[n])
+        key = tuple(round(float(c) * (levels - 1)) for c in measure.couplings[n, :, j])
+        per_class.setdefault(j, Counter())[key] += 1
+    entropies = []
+    for counter in per_class.values():
+        total = sum(counter.values())
+        entropies.append(-sum(k / total * math.log2(k / total) for k in counter.values()))
+    return sum(entropies) / len(entropies), sum(len(c) for c in per_class.values()) / len(per_class)
+
+
+def hand_mean_coupling(measure: RoutingMeasure, label: int, levels: int = 11) -> np.ndarray:
+    rows = [[round(float(c) * (levels - 1)) / (levels - 1) for c in measure.couplings[n, :, label]]
+            for n in range(measure.couplings.shape[0]) if int(measure.predictions[n]) == label]
+    return np.mean(rows, axis=0)
+
+
+# ---------------------------------------------------------------- Figure 8, entropy against accuracy
+
+def test_pruning_curve_draws_entropy_accuracy_and_sparsity():
+    run = make_run()
+    fig = pruning_curve_figure(run.pruned, dense=run.dense, paper={"entropy": 4.31, "accuracy": 0.996})
+    ax, ax_acc = fig.axes[:2]
+    solid = [l for l in ax.lines if l.get_linestyle() == "-"]
+    dashed = [l for l in ax.lines if l.get_linestyle() == "--"]
+    assert list(solid[0].get_xdata()) == [1, 2, 3, 4, 5]
+    assert np.allclose(solid[0].get_ydata(), [hand_entropy(s.test)[0] for s in run.pruned])
+    assert np.allclose(dashed[0].get_ydata(), [hand_entropy(s.test)[0] for s in run.dense])
+    acc_solid = [l for l in ax_acc.lines if l.get_linestyle() == "-"][0]
+    assert np.allclose(acc_solid.get_ydata(), [100 * s.test.accuracy for s in run.pruned])
+    dotted = [l for l in ax.lines + ax_acc.lines if l.get_linestyle() == ":"]
+    assert sorted(l.get_ydata()[0] for l in dotted) == pytest.approx([4.31, 99.6])
+    top = ax.child_axes[0]
+    labels = [t.get_text() for t in top.get_xticklabels()]
+    assert labels == [f"{100 * s.sparsity['overall']:.0f}" for s in run.pruned]
+    assert "sparsity" in top.get_xlabel() and "entropy" in ax.get_ylabel() and "%" in ax_acc.get_ylabel()
+    plt.close(fig)
+
+
+def test_entropy_accuracy_figure_one_point_per_step():
+    run = make_run()
+    fig = entropy_accuracy_figure({"Q": run.dense, "REM": run.pruned}, levels=6)
+    lines = fig.axes[0].lines
+    assert [l.get_label() for l in lines] == ["Q", "REM"]
+    assert np.allclose(lines[1].get_xdata(), [100 * s.test.accuracy for s in run.pruned])
+    assert np.allclose(lines[1].get_ydata(), [hand_entropy(s.test, 6)[0] for s in run.pruned])
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- Figure 7 and Figure 9
+
+def test_entropy_vs_levels_draws_the_inputs_and_the_ceiling():
+    levels = [2, 6, 11, 21]
+    entropies = {"Q": [1.0, 3.0, 5.5, 6.0], "REM": [0.5, 1.5, 2.5, 3.0]}
+    fig = entropy_vs_levels_figure(levels, entropies, ceiling=math.log2(100), accuracies={"Q": [0.99] * 4,
+                                                                                           "REM": [0.995] * 4})
+    ax, ax_acc = fig.axes
+    for line, name in zip(ax.lines, entropies):
+        assert list(line.get_xdata()) == levels and list(line.get_ydata()) == entropies[name]
+    assert ax.lines[2].get_ydata()[0] == pytest.approx(math.log2(100)) and ax.lines[2].get_linestyle() == "--"
+    assert np.allclose(ax_acc.lines[1].get_ydata(), [99.5] * 4)
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"entropies\['Q'\] must have shape \(K,\) = \(4,\)"):
+        entropy_vs_levels_figure(levels, {"Q": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="levels must be a non-empty list of integers >= 2"):
+        entropy_vs_levels_figure([1, 2], {"Q": [1.0, 2.0]})
+    with pytest.raises(ValueError, match=r"accuracies\['Q'\] must be shares in \[0, 1\]"):
+        entropy_vs_levels_figure(levels, entropies, accuracies={"Q": [99.0] * 4})
+
+
+def test_keys_per_class_bars_are_the_keys():
+    keys = {"Q": {0: 12, 1: 30, 2: 7}, "REM": {0: 3, 2: 4}}           # REM never predicted class 1
+    fig = keys_per_class_figure(keys, class_names=["zero", "one", "two"])
+    ax = fig.axes[0]
+    heights = [[bar.get_height() for bar in container] for container in ax.containers]
+    assert heights == [[12, 30, 7], [3, 0, 4]]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["zero", "one", "two"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="keys must be a non-empty dict"):
+        keys_per_class_figure({})
+    with pytest.raises(ValueError, match=r"keys\['Q'\] must map classes to numbers of keys"):
+        keys_per_class_figure({"Q": {0: -1}})
+    with pytest.raises(ValueError, match="class_names must be a list"):
+        keys_per_class_figure(keys, class_names=["zero"])
+
+
+# ---------------------------------------------------------------- the parse tree of a class
+
+def test_parse_tree_graph_edges_are_the_couplings_above_the_threshold():
+    m = make_measure(7)
+    expected = hand_mean_coupling(m, 1)
+    means, n = class_couplings(m, 1)
+    assert n == int((m.predictions == 1).sum()) and np.allclose(means, expected, atol=1e-12)
+    for threshold, count in ((None, int((expected > 1 / J).sum())), (0.5, int((expected > 0.5).sum()))):
+        fig, ax = plt.subplots()
+        nodes = parse_tree_graph(ax, m, 1, GRID, threshold=threshold)
+        edges = [c for c in ax.collections if isinstance(c, LineCollection)]
+        assert count > 0 and len(edges[0].get_segments()) == count
+        assert np.allclose(nodes.get_array(), expected)
+        assert f"{count} of 18 edges" in ax.get_title()
+        plt.close(fig)
+
+
+def test_parse_tree_graph_hand_built_case():
+    # every image predicted as class 0; capsule 4 always couples with 1, the others with 0.05 (quantised: 0.1)
+    c = torch.full((6, 18, J), 0.05)
+    c[:, 4, 0] = 1.0
+    m = RoutingMeasure(1.0, 0.0, c, torch.zeros(6, dtype=torch.long), torch.zeros(6, dtype=torch.long))
+    fig, ax = plt.subplots()
+    parse_tree_graph(ax, m, 0, GRID)
+    (edges,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+    (segment,) = edges.get_segments()
+    # capsule 4 = (row 0, column 2, type 0): in the grid's cell (column 2, row 0), the first of two types
+    assert segment[1][0] == pytest.approx(2 - 0.35 / 2) and segment[1][1] == pytest.approx(0.0)
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    parse_tree_graph(ax, m, 2, GRID)                                  # no image predicted as class 2
+    assert not [c for c in ax.collections if isinstance(c, LineCollection)] and "(0 images)" in ax.get_title()
+    plt.close(fig)
+
+
+def test_receptive_field_centres_match_the_gradient_of_the_network():
+    assert receptive_field_centres(CapsNetConfig()).tolist() == [8, 10, 12, 14, 16, 18]
+    torch.manual_seed(0)
+    model = CapsNet(SMALL)
+    centres = receptive_field_centres(SMALL)
+    for m in range(SMALL.primary_grid):
+        x = torch.rand(1, 1, 9, 9, requires_grad=True)
+        model.primary.conv(torch.relu(model.conv(x)))[0, :, m, m].sum().backward()
+        rows = torch.nonzero(x.grad[0, 0].abs().sum(dim=1)).flatten()
+        assert centres[m] == pytest.approx((rows.min() + rows.max()).item() / 2)
+
+
+def test_backtracked_image_marks_the_summed_coupling_at_each_receptive_field():
+    m = make_measure(8)
+    images = torch.rand(40, 1, 9, 9, generator=torch.Generator().manual_seed(0))
+    fig, ax = plt.subplots()
+    dots = plot_backtracked_image(ax, images, m, 2, GRID, config=SMALL)
+    summed = hand_mean_coupling(m, 2).reshape(3, 3, 2).sum(axis=-1)
+    assert np.allclose(dots.get_array(), summed.ravel())
+    centres = receptive_field_centres(SMALL)
+    assert np.allclose(dots.get_offsets(), [(centres[c], centres[r]) for r in range(3) for c in range(3)])
+    chosen = (m.predictions == 2).numpy()
+    assert np.allclose(ax.images[0].get_array(), images[chosen, 0].numpy().mean(axis=0))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="vmax must be a number > 0"):
+        plot_backtracked_image(ax, images, m, 2, GRID, config=SMALL, vmax=0)
+    with pytest.raises(ValueError, match=r"config must give the primary grid \(H, W\) = \(3, 3\)"):
+        plot_backtracked_image(ax, images, m, 2, GRID)                 # the default 9 × 9 kernels don't fit 9 px
+
+
+def test_parse_tree_graph_figure_rows_and_checks():
+    measures = {"Q": make_measure(1, 1.0), "REM": make_measure(2, 4.0)}
+    images = torch.rand(40, 1, 9, 9)
+    fig = parse_tree_graph_figure(measures, 0, GRID, images=images, config=SMALL)
+    graphs = [ax for ax in fig.axes if ax.get_title().startswith(("Q:", "REM:"))]
+    assert len(graphs) == 2 and len([ax for ax in fig.axes if ax.images]) == 2
+    for ax, m in zip(graphs, measures.values()):
+        count = int((hand_mean_coupling(m, 0) > 1 / J).sum())
+        assert f"{count} of 18 edges" in ax.get_title()
+    # the dots on the images share one colour scale: up to the largest summed coupling of either model
+    dots = [c for ax in fig.axes if ax.images for c in ax.collections if isinstance(c, PathCollection)]
+    shared = max(hand_mean_coupling(m, 0).reshape(3, 3, 2).sum(axis=-1).max() for m in measures.values())
+    assert len(dots) == 2 and all(d.get_clim() == pytest.approx((0, shared)) for d in dots)
+    plt.close(fig)
+    m = measures["Q"]
+    with pytest.raises(ValueError, match=r"grid must be \(H, W, O\)"):
+        parse_tree_graph_figure(measures, 0, (3, 3, 3))
+    with pytest.raises(ValueError, match=r"label must be a class index in \[0, 3\)"):
+        class_couplings(m, 3)
+    with pytest.raises(ValueError, match="measure must be a capsule_lab.rem_study.RoutingMeasure"):
+        class_couplings({"couplings": m.couplings}, 0)
+    with pytest.raises(ValueError, match=r"images must have shape \(N, 1, S, S\) with N = 40"):
+        parse_tree_graph_figure(measures, 0, GRID, images=images[:5], config=SMALL)
+    with pytest.raises(ValueError, match=r"threshold must be a share in \[0, 1\]"):
+        parse_tree_graph_figure(measures, 0, GRID, threshold=2.0)
+
+
+# ---------------------------------------------------------------- saliency maps
+
+def test_saliency_figure_shows_each_map_over_each_image():
+    gen = torch.Generator().manual_seed(0)
+    images = torch.rand(3, 1, 8, 8, generator=gen)
+    maps = {"eq. 16": torch.rand(3, 8, 8, generator=gen), "Grad-CAM": torch.zeros(3, 8, 8)}
+    fig = saliency_figure(images, maps, predictions=torch.tensor([4, 1, 7]))
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 9
+    assert [ax.get_title() for ax in panels[:3]] == ["image", "eq. 16", "Grad-CAM"]
+    overlay = panels[4].images[1].get_array()                          # image 1, eq. 16, scaled to [0, 1]
+    a = maps["eq. 16"][1].numpy()
+    assert np.allclose(overlay, (a - a.min()) / (a.max() - a.min()))
+    assert np.allclose(panels[5].images[1].get_array(), 0.0)          # a constant map shows as 0
+    assert panels[3].get_ylabel() == "predicted 1"
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"maps\['x'\] must have shape \(B, H, W\) = \(3, 8, 8\)"):
+        saliency_figure(images, {"x": torch.rand(3, 4, 4)})
+    with pytest.raises(ValueError, match=r"predictions must have shape \(B,\) = \(3,\)"):
+        saliency_figure(images, maps, predictions=torch.tensor([1]))
+
+
+# ---------------------------------------------------------------- the pruning explorer
+
+def test_step_summary_and_pruning_explorer_figure():
+    run = make_run()
+    numbers = step_summary(run.pruned[2])
+    entropy, keys = hand_entropy(run.pruned[2].test)
+    assert numbers["epoch"] == 3 and numbers["sparsity"] == pytest.approx(0.2)
+    assert numbers["entropy"] == pytest.approx(entropy, abs=1e-12) and numbers["mean_keys"] == pytest.approx(keys)
+    fig = pruning_explorer_figure(run, run.pruned[3], 1, GRID)          # a Step of the run, or its index
+    text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    s = step_summary(run.pruned[3])
+    q = step_summary(run.dense[3])
+    assert "epoch 4 (REM's model)" in text and f"sparsity {100 * s['sparsity']:.1f} %" in text
+    assert f"entropy {s['entropy']:.2f} bits (K = 11)" in text and f"entropy {q['entropy']:.2f} bits" in text
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"step must be an index into run.pruned, in \[0, 5\)"):
+        pruning_explorer_figure(run, 5, 1, GRID)
+    with pytest.raises(ValueError, match="step must be one of run.pruned"):
+        pruning_explorer_figure(run, run.dense[3], 1, GRID)
+    with pytest.raises(ValueError, match="run must be a capsule_lab.rem_study.RemRun"):
+        pruning_explorer_figure(run.pruned, 0, 1, GRID)
+    with pytest.raises(ValueError, match="steps must be a non-empty list of capsule_lab.rem_study.Step"):
+        pruning_curve_figure([])
+
+
+def test_pruning_explorer_slider_changes_the_shown_step():
+    run = make_run()
+    images = torch.rand(40, 1, 9, 9)
+    widget = pruning_explorer(run, GRID, images=images, label=2, config=SMALL)
+    assert widget.step.value == run.chosen and widget.image.value[:4] == b"\x89PNG"
+    assert widget.step.options[0][0] == "epoch 1 · sparsity 0 %"
+    first = dict(widget.summary)
+    assert first["epoch"] == 4 and f"entropy {first['entropy']:.2f} bits" in widget.numbers.value
+    widget.step.value = 0
+    second = widget.summary
+    entropy, keys = hand_entropy(run.pruned[0].test)
+    assert second["epoch"] == 1 and second["entropy"] == pytest.approx(entropy, abs=1e-12)
+    assert second["entropy"] != first["entropy"] and f"entropy {entropy:.2f} bits" in widget.numbers.value
+    assert f"accuracy {100 * run.pruned[0].test.accuracy:.2f} %" in widget.numbers.value
+    widget.label.value = 0
+    graph = widget.figure.axes[0]
+    assert graph.get_title().startswith(f"class 0 ({int((run.pruned[0].test.predictions == 0).sum())} images)")
+    with pytest.raises(ValueError, match=r"label must be a class index in \[0, 3\)"):
+        pruning_explorer(run, GRID, label=3)
