@@ -27,7 +27,9 @@ module             concept                                                      
                    dead capsules, per-capsule gradient norms
 ``depth_study``    chapter 04's experiment: deep CapsNets trained over depths × routings        04
 ``rem``            routing entropy minimisation: quantised couplings, parse-tree dictionaries,  05
-                   their entropy; magnitude pruning
+                   their entropy; magnitude pruning; the coupling saliency
+``saliency``       Grad-CAM (Captum) beside the coupling saliency, and how much they agree       05
+``rem_study``      chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)         05
 ``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–05
                    ``parse_tree``, ``rem``
 ``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–05

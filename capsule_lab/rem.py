@@ -35,7 +35,7 @@ from ._checks import check_positive_int, check_tensor
 from .layers import CapsuleLayer
 
 __all__ = ["quantize", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class", "dictionary_entropy",
-           "routing_entropy", "coupling_saliency", "prunable_parameters", "global_magnitude_prune", "sparsity",
+           "routing_entropy", "class_parse_tree", "coupling_saliency", "prunable_parameters", "global_magnitude_prune", "sparsity",
            "make_pruning_permanent", "snip_prune", "lobster_step"]
 
 
@@ -108,7 +108,7 @@ def dictionary_entropy(dictionary: dict) -> dict:
     entropy = {}
     for label, counter in dictionary.items():
         total = sum(counter.values())
-        entropy[label] = -sum(n / total * math.log2(n / total) for n in counter.values() if n)
+        entropy[label] = 0.0 - sum(n / total * math.log2(n / total) for n in counter.values() if n)  # not −0.0
     return entropy
 
 
@@ -121,6 +121,24 @@ def routing_entropy(couplings: torch.Tensor, predictions: torch.Tensor, levels: 
     if not per_class:
         raise ValueError("couplings must hold at least one image, got N = 0")
     return sum(per_class.values()) / len(per_class), per_class
+
+
+def class_parse_tree(couplings: torch.Tensor, predictions: torch.Tensor, label: int, levels: int = 11) -> torch.Tensor:
+    """The parse tree of class ``label`` backtracked from its capsule (the REM paper's §3.2): over the images
+    predicted as ``label``, the mean quantised coupling ``quantize(c[n, i, label]) / (levels − 1)`` of every input
+    capsule i, a value in [0, 1] per capsule. Edges above a threshold (the paper draws those above 1/J, the
+    uniform coupling) are the tree's. couplings ``(N, I, J)``, predictions ``(N,)``; returns ``(I,)``, float64.
+    Raises ValueError if no image is predicted as ``label``. Chapter 05.
+    """
+    couplings, predictions = _check_couplings(couplings, predictions)
+    J = couplings.shape[2]
+    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < J:
+        raise ValueError(f"label must be a class index in [0, {J}), got {label!r}")
+    chosen = predictions == label
+    if not chosen.any():
+        raise ValueError(f"no image is predicted as class {label}: its parse tree is empty")
+    levels_of = quantize(couplings.detach()[chosen][:, :, label], levels).double()          # (n_j, I)
+    return levels_of.mean(dim=0) / (levels - 1)
 
 
 def coupling_saliency(capsules: torch.Tensor, couplings: torch.Tensor, predictions: torch.Tensor,

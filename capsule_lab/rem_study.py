@@ -100,12 +100,12 @@ class RemRun:
 
     @property
     def q(self) -> Step:
-        """The Q model: the dense run's last step."""
+        """The dense run's last step: the Q model."""
         return self.dense[-1]
 
     @property
     def rem(self) -> Step:
-        """The REM model: the pruned step :func:`chosen_step` picked."""
+        """The pruned step :func:`chosen_step` picked: the REM model."""
         return self.pruned[self.chosen]
 
 

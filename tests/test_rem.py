@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from capsule_lab.models import CapsNet, CapsNetConfig
-from capsule_lab.rem import (coupling_saliency, dictionary_entropy, global_magnitude_prune, keys_per_class,
+from capsule_lab.rem import (class_parse_tree, coupling_saliency, dictionary_entropy, global_magnitude_prune, keys_per_class,
                              lobster_step, make_pruning_permanent, parse_tree_dictionary, parse_tree_keys,
                              prunable_parameters, quantize, routing_entropy, snip_prune, sparsity)
 
@@ -210,3 +210,18 @@ def test_snip_keeps_the_weights_with_the_largest_connection_sensitivity():
         snip_prune(model, images, labels, 0.5)
     with pytest.raises(ValueError, match="amount must be a share"):
         snip_prune(CapsNet(model.config), images, labels, 1.5)
+
+
+def test_class_parse_tree_is_the_mean_quantised_coupling_by_hand():
+    c = torch.zeros(4, 3, 2)
+    c[:, :, 0] = torch.tensor([[0.91, 0.12, 0.48], [0.79, 0.08, 0.52], [0.3, 0.3, 0.3], [0.5, 0.5, 0.5]])
+    c[:, :, 1] = 1 - c[:, :, 0]
+    predictions = torch.tensor([0, 0, 1, 0])
+    # class 0: images 0, 1, 3 → levels (9, 1, 5), (8, 1, 5), (5, 5, 5) → means (22/3, 7/3, 15/3) / 10
+    expected = torch.tensor([22 / 30, 7 / 30, 15 / 30], dtype=torch.float64)
+    torch.testing.assert_close(class_parse_tree(c, predictions, 0), expected)
+    torch.testing.assert_close(class_parse_tree(c, predictions, 1), torch.tensor([0.7, 0.7, 0.7], dtype=torch.float64))
+    with pytest.raises(ValueError, match="no image is predicted as class 1"):
+        class_parse_tree(c, torch.zeros(4, dtype=torch.long), 1)
+    with pytest.raises(ValueError, match="label must be a class index"):
+        class_parse_tree(c, predictions, 2)

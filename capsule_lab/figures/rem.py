@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 
 from .._checks import image_array, to_numpy
 from ..models import CapsNetConfig
-from ..rem import dictionary_entropy, keys_per_class, parse_tree_dictionary, quantize
+from ..rem import class_parse_tree, dictionary_entropy, keys_per_class, parse_tree_dictionary
 from ..rem_study import RemRun, RoutingMeasure, Step
 from .style import MAX_FIGURE_WIDTH
 
@@ -319,20 +319,18 @@ def keys_per_class_figure(keys: dict, class_names=None, title: str | None = None
 # ---------------------------------------------------------------- the parse tree of a class (§3.2)
 
 def class_couplings(measure: RoutingMeasure, label: int, levels: int = 11) -> tuple[np.ndarray, int]:
-    """The parse tree of class ``label`` backtracked from the prediction: over the images of ``measure``
-    predicted as ``label``, the mean quantised coupling ``c̃_(i,label) / (K − 1)`` of every primary capsule i
-    (``quantize(c, levels) / (levels − 1)``, in [0, 1]). Returns ``(means (I,), number of images)``; the means
-    are 0 when no image was predicted as ``label``. Chapter 05."""
+    """:func:`capsule_lab.rem.class_parse_tree` of ``measure`` for the pictures: the mean quantised coupling
+    ``c̃_(i,label) / (K − 1)`` of every primary capsule i over the images predicted as ``label``, and the number of
+    those images. Returns ``(means (I,), number of images)``; the means are 0 when no image was predicted as
+    ``label`` (a picture of an empty tree rather than an error). Chapter 05."""
     _check_measure(measure)
     _check_levels(levels)
     N, I, J = measure.couplings.shape
     label = _check_label(label, J)
-    chosen = measure.predictions == label
-    n = int(chosen.sum())
+    n = int((measure.predictions == label).sum())
     if not n:
         return np.zeros(I), 0
-    q = quantize(measure.couplings[chosen][:, :, label].double(), levels)
-    return (q.double() / (levels - 1)).mean(dim=0).numpy(), n
+    return class_parse_tree(measure.couplings, measure.predictions, label, levels).numpy(), n
 
 
 def receptive_field_centres(config: CapsNetConfig) -> np.ndarray:
