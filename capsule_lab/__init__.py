@@ -15,8 +15,11 @@ module             concept                                                      
 ``routing``        how votes become couplings: ``procedure`` (the one routing procedure),       02–04
                    ``routers`` (router objects), ``vote_free`` (routing without the votes)
 ``layers``         a capsule layer: votes, then a pluggable router                              02, 04
-``models``         one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04
-                   (Mitterreiter et al.)
+``ladder``         the ladder capsule layer: the K most active capsules and their code vector,  06
+                   weights built from the code, regression back to the kept capsules, the
+                   γ-activation
+``models``         one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04, 06
+                   (Mitterreiter et al.), ``ladder_capsnet`` (Jeong et al.)
 ``data``           MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–04
 ``modes``          ``eval_mode``: evaluation mode inside a ``with``                             02–04
 ``training``       ``fit``, ``evaluate``, checkpoints                                           02–04

@@ -4,12 +4,16 @@
   ``Decoder`` and ``capsnet_loss`` — chapters 01–02.
 - :mod:`~capsule_lab.models.deep_capsnet`: Mitterreiter et al.'s deep fully-connected ``DeepCapsNet``
   (``DeepCapsNetConfig.quick()/.paper()``, ``RoutingLayer``) — chapter 04.
+- :mod:`~capsule_lab.models.ladder_capsnet`: Jeong et al.'s ladder capsule network ``LadderCapsNet``
+  (``LadderCapsNetConfig.paper()/.slim()``) and ``ladder_capsnet_loss`` — chapter 06.
 
 Every name is re-exported here: ``from capsule_lab.models import CapsNet, DeepCapsNet`` works.
 """
 
 from .capsnet import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
 from .deep_capsnet import DeepCapsNet, DeepCapsNetConfig, DeepCapsNetOutput, RoutingLayer
+from .ladder_capsnet import LadderCapsNet, LadderCapsNetConfig, LadderCapsNetOutput, ladder_capsnet_loss
 
 __all__ = ["CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss",
-           "DeepCapsNetConfig", "DeepCapsNetOutput", "RoutingLayer", "DeepCapsNet"]
+           "DeepCapsNetConfig", "DeepCapsNetOutput", "RoutingLayer", "DeepCapsNet",
+           "LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss"]
