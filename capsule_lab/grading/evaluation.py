@@ -1,4 +1,4 @@
-"""Scoring a notebook's functions in a process the grader owns (``capsule-lab grade``, chapters 01–04).
+"""Scoring a notebook's functions in a process the grader owns (``capsule-lab grade``, chapters 01–05).
 
 The grade of a task comes from here, never from what ran in the student's kernel:
 

@@ -1,4 +1,4 @@
-"""The task framework of the grading checks (chapters 01–04): what a graded exercise is, and the registry.
+"""The task framework of the grading checks (chapters 01–05): what a graded exercise is, and the registry.
 
 A :class:`Task` holds the course's reference implementation, the :class:`Case` inputs a student's
 function is compared on, the hints (a general one, and one per known mistake, :class:`WrongAnswer`), the
@@ -9,11 +9,13 @@ and the grader look tasks up here by id (``"02.routing_step"``); the registry, n
 which tasks a chapter has.
 
 Each chapter's tasks live in their own module, which builds its tasks and hands them to :func:`register`:
-``tasks_01.py`` (chapter 01: ``01.squash``, ``01.margin_loss``, ``01.primary_capsules``) and
-``tasks_02.py`` (chapter 02: ``02.couplings``, ``02.routing_step``, ``02.dynamic_routing``). Later
-chapters add ``tasks_03.py``, ``tasks_04.py``, … the same way, and one import line in
-``capsule_lab/grading/__init__.py``, which imports the chapter modules so that the registry is complete
-as soon as ``capsule_lab.grading`` is imported.
+``tasks_01.py`` (chapter 01: ``01.squash``, ``01.margin_loss``, ``01.primary_capsules``, …),
+``tasks_02.py`` (chapter 02: ``02.couplings``, ``02.routing_step``, ``02.dynamic_routing``, …),
+``tasks_03.py`` (chapter 03, gradients through routing), ``tasks_04.py`` (chapter 04, dead capsules) and
+``tasks_05.py`` (chapter 05, REM: ``05.quantize_keys``, ``05.class_entropy``, ``05.flip_entropy``,
+``05.global_prune``, ``05.entropy_vs_iterations``). A later chapter adds its ``tasks_NN.py`` the same way, and
+one import line in ``capsule_lab/grading/__init__.py``, which imports the chapter modules so that the registry
+is complete as soon as ``capsule_lab.grading`` is imported.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def register(*tasks: Task) -> None:
 
 
 def task_ids() -> list[str]:
-    """All task ids, sorted. Chapters 01–04."""
+    """All task ids, sorted. Chapters 01–05."""
     return sorted(TASKS)
 
 
