@@ -20,11 +20,11 @@ module             concept                                                      
                    γ-activation
 ``models``         one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04, 06
                    (Mitterreiter et al.), ``ladder_capsnet`` (Jeong et al.)
-``data``           MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–04
-``modes``          ``eval_mode``: evaluation mode inside a ``with``                             02–04
-``training``       ``fit``, ``evaluate``, checkpoints                                           02–04
-``profiles``       quick and full settings, per chapter too; seeds, threads, device             01–04
-``tolerance``      a number from training checked within its stated band (``expect``)           02–04
+``data``           MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–06
+``modes``          ``eval_mode``: evaluation mode inside a ``with``                             02–05
+``training``       ``fit``, ``evaluate``, checkpoints                                           02–05
+``profiles``       quick and full settings, per chapter too; seeds, threads, device             01–05
+``tolerance``      a number from training checked within its stated band (``expect``)           02–05
 ``gradients``      the gradient through routing by hand: the two terms, the coupling Jacobian   03
 ``diagnostics``    what a trained network's capsules do: activation and routing statistics,     04
                    dead capsules, per-capsule gradient norms
