@@ -140,7 +140,7 @@ class RemSettings:
 
     @property
     def epochs(self) -> int:
-        """Epochs of every run, dense or pruned: the warm-up and the rounds."""
+        """The epochs of every run (dense or pruned), warm-up and rounds together."""
         return self.warmup_epochs + self.rounds * self.epochs_per_round
 
 

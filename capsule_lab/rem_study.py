@@ -100,12 +100,12 @@ class RemRun:
 
     @property
     def q(self) -> Step:
-        """The dense run's last step: the Q model."""
+        """The Q model, which is the dense run's last step."""
         return self.dense[-1]
 
     @property
     def rem(self) -> Step:
-        """The pruned step :func:`chosen_step` picked: the REM model."""
+        """The REM model, which is the pruned step that :func:`chosen_step` picked."""
         return self.pruned[self.chosen]
 
 
