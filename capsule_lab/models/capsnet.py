@@ -24,11 +24,28 @@ from ..capsules import PrimaryCapsules, margin_loss
 from ..layers import CapsuleLayer, make_router
 from ..routing import VoteFreeRouter
 
-__all__ = ["CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
+__all__ = ["PrimaryGridSizes", "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
+
+
+class PrimaryGridSizes:
+    """The sizes Sabour's backbone gives a config with ``image_size``, ``conv_kernel``, ``primary_kernel``,
+    ``primary_stride`` and ``primary_types``: a valid convolution, then the primary capsules' strided one.
+    Shared by :class:`CapsNetConfig` and the ladder network's config. Chapter 02."""
+
+    @property
+    def primary_grid(self) -> int:
+        """The side of the primary capsules' square grid."""
+        conv_out = self.image_size - self.conv_kernel + 1
+        return (conv_out - self.primary_kernel) // self.primary_stride + 1
+
+    @property
+    def primary_caps(self) -> int:
+        """The number of primary capsules: grid positions × capsule types."""
+        return self.primary_grid ** 2 * self.primary_types
 
 
 @dataclass(frozen=True)
-class CapsNetConfig:
+class CapsNetConfig(PrimaryGridSizes):
     """Sizes of a :class:`CapsNet`. Chapter 02."""
 
     image_size: int = 28
@@ -63,15 +80,6 @@ class CapsNetConfig:
         8k offline digits in ~9 s on 2 CPU cores, 8 types (288) in ~18 s, to the same accuracy after 3 epochs.
         """
         return replace(cls(conv_channels=64, primary_types=4), **changes)
-
-    @property
-    def primary_grid(self) -> int:
-        conv_out = self.image_size - self.conv_kernel + 1
-        return (conv_out - self.primary_kernel) // self.primary_stride + 1
-
-    @property
-    def primary_caps(self) -> int:
-        return self.primary_grid ** 2 * self.primary_types
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,12 +31,13 @@ from torch import nn
 from .._checks import check_nonnegative, check_positive_int, check_tensor
 from ..capsules import PrimaryCapsules
 from ..ladder import EPSILON, GAMMA, LadderLayer, PruningLayer, capsule_activity, ladder_loss
+from .capsnet import PrimaryGridSizes
 
 __all__ = ["LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss"]
 
 
 @dataclass(frozen=True)
-class LadderCapsNetConfig:
+class LadderCapsNetConfig(PrimaryGridSizes):
     """Sizes of a :class:`LadderCapsNet`. Chapter 06.
 
     ``k`` is the number K of primary capsules the pruning layer keeps; ``widths`` the hidden widths of the
@@ -103,15 +104,6 @@ class LadderCapsNetConfig:
         """
         return replace(cls(conv_channels=32, primary_types=4, k=32, class_dim=8, widths=(64, 32),
                            contribution_widths=(64, 32)), **changes)
-
-    @property
-    def primary_grid(self) -> int:
-        conv_out = self.image_size - self.conv_kernel + 1
-        return (conv_out - self.primary_kernel) // self.primary_stride + 1
-
-    @property
-    def primary_caps(self) -> int:
-        return self.primary_grid ** 2 * self.primary_types
 
     def to_dict(self) -> dict:
         return asdict(self)
