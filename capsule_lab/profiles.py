@@ -132,6 +132,7 @@ class RemSettings:
     levels: int = 11
     threads: int = 2
     single_shot: bool = False   # also train a third run, pruned once at initialisation (SNIP) to REM's sparsity
+    keep_every_step: bool = True    # False: only the last step and REM's model keep weights and couplings
 
     @property
     def final_sparsity(self) -> float:
@@ -172,7 +173,8 @@ CHAPTER_SETTINGS = {
         "full": RemSettings(CapsNetConfig.sabour(decoder=False, init_std=0.1, pose_bias=0.1),
                             datasets=("mnist", "fashion"), train_size=None, val_size=6000, test_size=None,
                             batch_size=128, lr=1e-3, lr_decay=0.99, max_shift=2, warmup_epochs=10, rounds=20,
-                            epochs_per_round=2, amount=0.15, seeds=(0, 1, 2, 3, 4), single_shot=True),
+                            epochs_per_round=2, amount=0.15, seeds=(0, 1, 2, 3, 4), single_shot=True,
+                            keep_every_step=False),   # Sabour's network: 27 MB of weights, 460 MB of couplings a step
     },
 }
 

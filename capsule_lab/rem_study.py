@@ -22,6 +22,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 from torch.nn.utils import prune
@@ -31,8 +32,8 @@ from .data import load_fashion_mnist, load_mnist
 from .models import CapsNet, capsnet_loss
 from .modes import eval_mode
 from .profiles import RemSettings
-from .rem import (global_magnitude_prune, keys_per_class, parse_tree_dictionary, prunable_parameters,
-                  routing_entropy, snip_prune, sparsity)
+from .rem import (class_parse_tree, dictionary_entropy, global_magnitude_prune, keys_per_class, parse_tree_dictionary,
+                  prunable_parameters, snip_prune, sparsity)
 from .training import batches, fit
 
 __all__ = ["DATASETS", "RoutingMeasure", "Step", "RemRun", "rem_study_data", "measure_routing", "chosen_step",
@@ -45,21 +46,68 @@ DATASETS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
 @dataclass
 class RoutingMeasure:
     """One model measured on one set of images: accuracy, mean margin loss, and per image the couplings of the
-    last routing layer ``(N, I, J)``, the predicted class and the label. Chapter 05."""
+    last routing layer ``(N, I, J)``, the predicted class and the label. Chapter 05.
+
+    A long run cannot keep every epoch's couplings (Sabour's network on 10,000 test images: 460 MB an epoch).
+    :meth:`drop_couplings` keeps only what the chapter reads from them at the given numbers of levels (the
+    entropy and keys of every class, and every class's parse tree) and frees the tensor; the methods then answer
+    from that summary, for those numbers of levels only.
+    """
 
     accuracy: float
     loss: float
-    couplings: torch.Tensor
+    couplings: Optional[torch.Tensor]
     predictions: torch.Tensor
     labels: torch.Tensor
+    summary: dict = field(default_factory=dict, repr=False)    # levels → (H_j per class, keys per class, trees)
+    summary_classes: int = field(default=0, repr=False)         # J, once the couplings are dropped
+
+    @property
+    def classes(self) -> int:
+        """J, the number of classes."""
+        return self.summary_classes if self.couplings is None else self.couplings.shape[2]
+
+    def _summary(self, levels: int) -> tuple:
+        if levels not in self.summary:
+            if self.couplings is None:
+                raise ValueError(f"levels = {levels}: this measure's couplings were dropped; it keeps levels "
+                                 f"{sorted(self.summary)} only")
+            dictionary = parse_tree_dictionary(self.couplings, self.predictions, levels)
+            trees = torch.stack([class_parse_tree(self.couplings, self.predictions, j, levels)
+                                 if j in dictionary else torch.zeros(self.couplings.shape[1], dtype=torch.float64)
+                                 for j in range(self.couplings.shape[2])])
+            self.summary[levels] = (dictionary_entropy(dictionary), keys_per_class(dictionary), trees)
+        return self.summary[levels]
+
+    def drop_couplings(self, levels=(11,)) -> None:
+        """Summarise the couplings at each number of ``levels``, then free them."""
+        if self.couplings is not None:
+            for k in levels:
+                self._summary(k)
+            self.summary_classes = self.couplings.shape[2]
+            self.couplings = None
+
+    def class_entropy(self, levels: int = 11) -> dict:
+        """The parse-tree entropy H_j, in bits, of every predicted class (:func:`dictionary_entropy`)."""
+        return dict(self._summary(levels)[0])
 
     def entropy(self, levels: int = 11) -> float:
-        """The mean over the predicted classes of the parse-tree entropy H_j, in bits (:func:`routing_entropy`)."""
-        return routing_entropy(self.couplings, self.predictions, levels)[0]
+        """The mean over the predicted classes of H_j, in bits (as :func:`~capsule_lab.rem.routing_entropy`)."""
+        per_class = self._summary(levels)[0]
+        if not per_class:
+            raise ValueError("the measure holds no image")
+        return sum(per_class.values()) / len(per_class)
 
     def keys(self, levels: int = 11) -> dict:
         """The number of distinct parse trees of every predicted class (:func:`keys_per_class`)."""
-        return keys_per_class(parse_tree_dictionary(self.couplings, self.predictions, levels))
+        return dict(self._summary(levels)[1])
+
+    def class_tree(self, label: int, levels: int = 11) -> torch.Tensor:
+        """Class ``label``'s parse tree, ``(I,)``: :func:`~capsule_lab.rem.class_parse_tree`, zeros for a class
+        never predicted."""
+        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < self.classes:
+            raise ValueError(f"label must be a class index in [0, {self.classes}), got {label!r}")
+        return self._summary(levels)[2][label].clone()
 
     def images_per_class(self) -> dict:
         """How many images each class was predicted for."""
@@ -76,13 +124,19 @@ class RoutingMeasure:
 @dataclass
 class Step:
     """A model after ``epoch`` epochs: its sparsity (per parameter and ``"overall"``), validation loss, test
-    measure, and its weights (a CPU copy of the state dict, pruning masks included). Chapter 05."""
+    measure, and its weights (a CPU copy of the state dict, pruning masks included; None once dropped, see
+    :func:`run_rem`). Chapter 05."""
 
     epoch: int
     sparsity: dict
     val_loss: float
     test: RoutingMeasure
-    state: dict = field(repr=False)
+    state: Optional[dict] = field(repr=False)
+
+    def drop(self, levels=(11,)) -> None:
+        """Free the weights and the test couplings (:meth:`RoutingMeasure.drop_couplings`)."""
+        self.state = None
+        self.test.drop_couplings(levels)
 
 
 @dataclass
@@ -181,6 +235,13 @@ def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, i
         steps.append(Step(epoch, sparsity(net), measure_routing(net, val, device=device).loss,
                           measure_routing(net, test, device=device),
                           {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}))
+        if not settings.keep_every_step:    # keep the newest step and REM's model so far; summarise the rest
+            keep = {len(steps) - 1}
+            if iterative and epoch >= settings.warmup_epochs:
+                keep.add(chosen_step(steps, settings.warmup_epochs))
+            for k, step in enumerate(steps):
+                if k not in keep and step.state is not None:
+                    step.drop((settings.levels,))
         since = epoch - settings.warmup_epochs
         if iterative and since >= 0 and since % settings.epochs_per_round == 0 and epoch < settings.epochs:
             global_magnitude_prune(net, settings.amount)
@@ -196,6 +257,8 @@ def run_rem(dataset: str, settings: RemSettings, data: tuple, seed: int = 0, dev
     """Train ``dataset``'s CapsNet dense and pruned from the same initialisation (seeded by ``seed``) on
     ``data = (train, validation, test)`` (:func:`rem_study_data`) and return the :class:`RemRun`.
 
+    With ``settings.keep_every_step`` False (the full profile), every step but the run's last and REM's model
+    keeps only a summary of its test couplings at ``settings.levels`` and no weights (:meth:`Step.drop`).
     With ``settings.single_shot`` a third run starts from the same initialisation pruned once by
     :func:`capsule_lab.rem.snip_prune` (scored on the first training batch) to the sparsity the iterative run
     ends with, and trains as long (``RemRun.single_shot``; None otherwise). Chapter 05.
@@ -224,6 +287,9 @@ def model_at(step: Step, config) -> CapsNet:
     and pruning masks restored, in evaluation mode. Chapter 05."""
     if not isinstance(step, Step):
         raise ValueError(f"step must be a capsule_lab.rem_study.Step, got {type(step).__name__}")
+    if step.state is None:
+        raise ValueError(f"the weights of epoch {step.epoch} were dropped (settings.keep_every_step is False): "
+                         "only Q's, REM's and each run's last step keep them")
     model = CapsNet(config)
     names = {module: name for name, module in model.named_modules()}
     for module, attr in prunable_parameters(model):

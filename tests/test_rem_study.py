@@ -12,6 +12,7 @@ from torch.utils.data import TensorDataset
 
 from capsule_lab import rem_study
 from capsule_lab.models import CapsNet, CapsNetConfig
+from capsule_lab.rem import class_parse_tree, routing_entropy
 from capsule_lab.profiles import chapter_settings
 from capsule_lab.rem_study import (RoutingMeasure, Step, chosen_step, measure_routing, model_at, rem_study_data,
                                    run_rem)
@@ -117,3 +118,38 @@ def test_model_at_restores_a_pruned_step():
     assert float((model_at(run.pruned[-1], TINY).digits.weight == 0).float().mean()) > 0.3
     with pytest.raises(ValueError, match="step must be"):
         model_at(run, TINY)
+
+
+def test_a_measure_without_its_couplings_answers_from_its_summary():
+    g = torch.Generator().manual_seed(7)
+    c = torch.softmax(3 * torch.randn(40, 6, 4, generator=g), dim=-1)
+    predictions = torch.randint(0, 3, (40,), generator=g)                  # class 3 never predicted
+    m = RoutingMeasure(0.5, 0.1, c, predictions, predictions.clone())
+    full = {k: (m.entropy(k), m.keys(k), m.class_entropy(k)) for k in (3, 11)}
+    trees = [m.class_tree(j, 11) for j in range(4)]
+    mean, per_class = routing_entropy(c, predictions, 11)                     # the package's own path
+    assert full[11][0] == pytest.approx(mean) and full[11][2] == pytest.approx(per_class)
+    torch.testing.assert_close(trees[0], class_parse_tree(c, predictions, 0, 11))
+    assert torch.equal(trees[3], torch.zeros(6, dtype=torch.float64))
+    m.drop_couplings(levels=(3, 11))
+    assert m.couplings is None and m.classes == 4
+    assert {k: (m.entropy(k), m.keys(k), m.class_entropy(k)) for k in (3, 11)} == full
+    assert all(torch.equal(m.class_tree(j, 11), trees[j]) for j in range(4))
+    with pytest.raises(ValueError, match="couplings were dropped"):
+        m.entropy(6)
+    with pytest.raises(ValueError, match="label must be a class index"):
+        m.class_tree(4)
+
+
+def test_a_long_run_keeps_only_the_last_steps_and_rem_s_model():
+    settings = replace(chapter_settings("05", "quick"), capsnet=TINY, batch_size=16, warmup_epochs=1, rounds=2,
+                       epochs_per_round=1, amount=0.5, keep_every_step=False)
+    data = (_data(32, 2), _data(8, 3), _data(12, 4))
+    run = run_rem("mnist", settings, data, seed=0)
+    kept = {"dense": [s.state is not None for s in run.dense], "pruned": [s.state is not None for s in run.pruned]}
+    assert kept["dense"] == [False, False, True]
+    assert kept["pruned"][-1] and kept["pruned"][run.chosen] and sum(kept["pruned"]) == len({2, run.chosen})
+    assert all(s.test.couplings is None for s, k in zip(run.pruned, kept["pruned"]) if not k)
+    assert [round(s.test.entropy(settings.levels), 6) >= 0 for s in run.pruned] == [True] * 3    # still answers
+    with pytest.raises(ValueError, match="were dropped"):
+        model_at(run.dense[0], TINY)

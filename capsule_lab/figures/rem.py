@@ -30,7 +30,6 @@ from matplotlib.figure import Figure
 
 from .._checks import image_array, to_numpy
 from ..models import CapsNetConfig
-from ..rem import class_parse_tree, dictionary_entropy, keys_per_class, parse_tree_dictionary
 from ..rem_study import RemRun, RoutingMeasure, Step
 from .style import MAX_FIGURE_WIDTH
 
@@ -319,18 +318,15 @@ def keys_per_class_figure(keys: dict, class_names=None, title: str | None = None
 # ---------------------------------------------------------------- the parse tree of a class (§3.2)
 
 def class_couplings(measure: RoutingMeasure, label: int, levels: int = 11) -> tuple[np.ndarray, int]:
-    """:func:`capsule_lab.rem.class_parse_tree` of ``measure`` for the pictures: the mean quantised coupling
-    ``c̃_(i,label) / (K − 1)`` of every primary capsule i over the images predicted as ``label``, and the number of
-    those images. Returns ``(means (I,), number of images)``; the means are 0 when no image was predicted as
-    ``label`` (a picture of an empty tree rather than an error). Chapter 05."""
+    """:meth:`RoutingMeasure.class_tree <capsule_lab.rem_study.RoutingMeasure.class_tree>` for the pictures (that
+    is :func:`capsule_lab.rem.class_parse_tree`): the mean quantised coupling ``c̃_(i,label) / (K − 1)`` of every
+    primary capsule i over the images predicted as ``label``, and the number of those images. Returns ``(means
+    (I,), number of images)``; the means are 0 when no image was predicted as ``label`` (a picture of an empty
+    tree rather than an error). Chapter 05."""
     _check_measure(measure)
     _check_levels(levels)
-    N, I, J = measure.couplings.shape
-    label = _check_label(label, J)
-    n = int((measure.predictions == label).sum())
-    if not n:
-        return np.zeros(I), 0
-    return class_parse_tree(measure.couplings, measure.predictions, label, levels).numpy(), n
+    label = _check_label(label, measure.classes)
+    return measure.class_tree(label, levels).numpy(), int((measure.predictions == label).sum())
 
 
 def receptive_field_centres(config: CapsNetConfig) -> np.ndarray:
@@ -367,7 +363,7 @@ def parse_tree_graph(ax, measure: RoutingMeasure, label: int, grid: tuple, level
     how many edges survive. Returns the node scatter (for a colour bar). Chapter 05."""
     means, n = class_couplings(measure, label, levels)
     H, W, O = _check_grid(grid, len(means))
-    J = measure.couplings.shape[2]
+    J = measure.classes
     threshold = 1 / J if threshold is None else _check_share(threshold, "threshold")
     positions = _capsule_positions(H, W, O)
     root = np.array([(W - 1) / 2, 1.6])
@@ -424,7 +420,7 @@ def plot_backtracked_image(ax, images, measure: RoutingMeasure, label: int, grid
     O). Returns the dot scatter (for a colour bar). Chapter 05."""
     _check_measure(measure)
     x = image_array(images, "images")
-    N = measure.couplings.shape[0]
+    N = len(measure.predictions)
     if x.shape[0] != N:
         raise ValueError(f"images must have shape (N, 1, S, S) with N = {N}, the images of the measure, "
                          f"got {x.shape}")
@@ -452,7 +448,7 @@ def _check_images_for(images, measures: dict):
     if images is None:
         return None
     for name, m in measures.items():
-        n = m.couplings.shape[0]
+        n = len(m.predictions)
         if image_array(images, "images").shape[0] != n:
             raise ValueError(f"images must have shape (N, 1, S, S) with N = {n}, the images of measures[{name!r}]")
     return images
@@ -544,8 +540,7 @@ def step_summary(step: Step, levels: int = 11) -> dict:
     if not isinstance(step, Step):
         raise ValueError(f"step must be a capsule_lab.rem_study.Step, got {type(step).__name__}")
     _check_levels(levels)
-    dictionary = parse_tree_dictionary(step.test.couplings, step.test.predictions, levels)
-    entropy, keys = dictionary_entropy(dictionary), keys_per_class(dictionary)
+    entropy, keys = step.test.class_entropy(levels), step.test.keys(levels)
     return {"epoch": step.epoch, "sparsity": step.sparsity["overall"], "accuracy": step.test.accuracy,
             "entropy": sum(entropy.values()) / len(entropy) if entropy else math.nan,
             "mean_keys": sum(keys.values()) / len(keys) if keys else math.nan}

@@ -31,7 +31,7 @@ class PruningExplorer(widgets.VBox):
         if not isinstance(run, RemRun) or not run.pruned:
             raise ValueError("run must be a capsule_lab.rem_study.RemRun with pruned steps, as run_rem returns")
         self.run, self.grid, self.images, self.levels, self.config = run, grid, images, levels, config
-        classes = run.pruned[0].test.couplings.shape[2]
+        classes = run.pruned[0].test.classes
         if label is None:
             label = int(run.rem.test.predictions.mode().values) if len(run.rem.test.predictions) else 0
         if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < classes:
