@@ -40,7 +40,7 @@ class PrimaryGridSizes:
 
     @property
     def primary_caps(self) -> int:
-        """The number of primary capsules: grid positions × capsule types."""
+        """The number of primary capsules (grid positions × capsule types)."""
         return self.primary_grid ** 2 * self.primary_types
 
 
