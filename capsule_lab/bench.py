@@ -1,6 +1,8 @@
 """Benchmarks: how fast is dynamic routing, and how far from the machine's limit?
 
 Taught in chapter 02 ("Routing without votes"); run with ``capsule-lab bench routing``, which prints JSON.
+``capsule-lab bench steps`` times whole training steps instead: ladder networks against CapsNets with r = 3, 4, 5
+(the ladder paper's Table 3, chapter 06).
 
 For each shape and each implementation — ``materialised`` (votes û formed, then
 :func:`~capsule_lab.routing.dynamic_routing`) and ``vote_free`` (:func:`~capsule_lab.routing.vote_free_routing`)
@@ -66,9 +68,10 @@ def routing_flops(B: int, I: int, D_in: int, J: int, D: int, iterations: int) ->
     return {impl: {"forward": f, "forward_backward": 3 * f} for impl, f in forward.items()}
 
 
-def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, sync: Callable[[], None] = lambda: None) -> float:
-    """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs."""
-    if repeats < 1:
+def time_runs(fn: Callable[[], object], repeats: int = 5, warmup: int = 1,
+              sync: Callable[[], None] = lambda: None) -> list:
+    """Wall times of ``fn()`` in seconds, one per run, over ``repeats`` runs after ``warmup`` runs. Chapter 02."""
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for _ in range(warmup):
         fn()
@@ -79,7 +82,12 @@ def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, syn
         fn()
         sync()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
+
+
+def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, sync: Callable[[], None] = lambda: None) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs."""
+    return statistics.median(time_runs(fn, repeats, warmup, sync))
 
 
 def _sync(device: torch.device) -> Callable[[], None]:
@@ -220,3 +228,89 @@ def bench_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), meas
 def main_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), measure_memory: bool = True) -> str:
     """The JSON text that ``capsule-lab bench routing`` prints."""
     return json.dumps(bench_routing(device, repeats, shapes, measure_memory), indent=2)
+
+
+# ---------------------------------------------------------------- training steps (chapters 06 and 08)
+
+def training_step_seconds(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, loss_fn,
+                          repeats: int = 5, warmup: int = 1, lr: float = 1e-3) -> dict:
+    """Time one training step of ``model`` — forward, ``loss_fn(output, images, labels)``, backward and an Adam
+    step — on one fixed batch: ``{"median_s", "mean_s", "stderr_s", "times_s", "batch", "device", "threads"}``.
+
+    The model trains while it is timed (its weights change), so time a copy you do not need. ``images`` and
+    ``labels`` must be on the model's device. The standard error is that of the mean over the ``repeats`` runs,
+    as the ladder paper's Table 3 reports; the median is the steadier number on a shared machine. Chapter 06.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(images, torch.Tensor) or images.dim() < 2:
+        raise ValueError(f"images must be a tensor (B, ...), got {type(images).__name__}")
+    if not isinstance(labels, torch.Tensor) or labels.shape != images.shape[:1]:
+        raise ValueError(f"labels must be a tensor of shape (B,) = ({images.shape[0]},), "
+                         f"got {getattr(labels, 'shape', type(labels).__name__)}")
+    device = next(model.parameters()).device
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(images, labels), images, labels).backward()
+        optimizer.step()
+
+    times = time_runs(step, repeats, warmup, _sync(device))
+    spread = statistics.stdev(times) / len(times) ** 0.5 if len(times) > 1 else float("nan")
+    return {"median_s": statistics.median(times), "mean_s": statistics.fmean(times), "stderr_s": spread,
+            "times_s": times, "batch": int(images.shape[0]), "device": str(device),
+            "threads": torch.get_num_threads()}
+
+
+def step_models(profile: str = "quick") -> dict:
+    """The models the ladder paper's Table 3 times, by name, as ``(model factory, loss_fn, image size)``:
+    L-CapsNets with three values of K and CapsNets with r = 3, 4, 5 routing iterations. ``"full"``: the papers'
+    sizes (K = 50, 70, 100 on 28×28 MNIST as in Table 3; Sabour's CapsNet without decoder); ``"quick"``: the
+    slim networks on 40×40 (K = 16, 32, 64; the slim CapsNet with the same 576 primary capsules). Chapter 06.
+    """
+    from .models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig, capsnet_loss, ladder_capsnet_loss
+
+    if profile == "full":
+        ladder = {k: LadderCapsNetConfig.paper(k=k, image_size=28) for k in (50, 70, 100)}
+        capsnet = {r: CapsNetConfig.sabour(iterations=r, decoder=False) for r in (3, 4, 5)}
+    elif profile == "quick":
+        ladder = {k: LadderCapsNetConfig.slim(k=k) for k in (16, 32, 64)}
+        capsnet = {r: CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False, iterations=r)
+                   for r in (3, 4, 5)}
+    else:
+        raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
+    models = {f"ladder K={k}": ((lambda c=c: LadderCapsNet(c)), ladder_capsnet_loss, c.image_size)
+              for k, c in ladder.items()}
+    models.update({f"capsnet r={r}": ((lambda c=c: CapsNet(c)), capsnet_loss, c.image_size)
+                   for r, c in capsnet.items()})
+    return models
+
+
+def bench_steps(profile: str = "quick", device=None, repeats: int = 5, batch: int = 100, seed: int = 0) -> dict:
+    """Time one training step of every model of :func:`step_models` on one seeded random batch (the paper's
+    Table 3 uses 100 samples): a JSON-ready dict with the machine and, per model, its parameter count and
+    :func:`training_step_seconds`. Chapter 06.
+    """
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    report = {"profile": profile, "device": str(device), "cpu": platform.processor() or platform.machine(),
+              "threads": torch.get_num_threads(), "torch": torch.__version__, "batch": batch, "repeats": repeats,
+              "models": {}}
+    for name, (make, loss_fn, size) in step_models(profile).items():
+        g = torch.Generator().manual_seed(seed)
+        images = torch.rand(batch, 1, size, size, generator=g).to(device)
+        labels = torch.randint(0, 10, (batch,), generator=g).to(device)
+        torch.manual_seed(seed)
+        model = make().to(device)
+        timing = training_step_seconds(model, images, labels, loss_fn, repeats=repeats)
+        report["models"][name] = {"parameters": sum(p.numel() for p in model.parameters()),
+                                  **{k: v for k, v in timing.items() if k not in ("device", "threads", "batch")}}
+    return report
+
+
+def main_steps(profile: str = "quick", device=None, repeats: int = 5, batch: int = 100) -> str:
+    """The JSON text that ``capsule-lab bench steps`` prints."""
+    return json.dumps(bench_steps(profile, device, repeats, batch), indent=2)

@@ -8,6 +8,9 @@
                                                     exit 0 when every notebook was graded, 1 if not
     capsule-lab bench routing [--device D] [--repeats N] [--shapes S...] [--no-memory]
                                                     time routing implementations, print JSON (chapter 02)
+    capsule-lab bench steps [--profile quick|full] [--device D] [--repeats N] [--batch B]
+                                                    time training steps, ladder vs CapsNet r = 3, 4, 5,
+                                                    print JSON (chapter 06)
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments to a parser and a
 function that runs it and returns the exit status. A new subcommand is a new entry.
@@ -145,17 +148,24 @@ def _grade(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- bench
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["routing"], help="what to benchmark")
+    p.add_argument("what", choices=["routing", "steps"],
+                   help="routing: the routing implementations; steps: whole training steps, ladder vs CapsNet")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per measurement; the median is reported")
     p.add_argument("--shapes", nargs="+", default=["sabour", "slim"], help="named shapes (default: sabour slim)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+    p.add_argument("--profile", choices=["quick", "full"], default="quick",
+                   help="steps: slim networks (quick) or the papers' sizes (full)")
+    p.add_argument("--batch", type=int, default=100, help="steps: images per training step (the paper: 100)")
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import main_routing  # heavy: imported by the command that needs it
+    from .bench import main_routing, main_steps  # heavy: imported by the command that needs it
 
-    print(main_routing(args.device, args.repeats, tuple(args.shapes), not args.no_memory))
+    if args.what == "steps":
+        print(main_steps(args.profile, args.device, args.repeats, args.batch))
+    else:
+        print(main_routing(args.device, args.repeats, tuple(args.shapes), not args.no_memory))
     return 0
 
 
@@ -164,7 +174,7 @@ COMMANDS: dict[str, Command] = {
     "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
     "assign": Command("generate exercises/ from solutions/", _assign_arguments, _assign),
     "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
-    "bench": Command("benchmark routing implementations; prints JSON", _bench_arguments, _bench),
+    "bench": Command("benchmark routing implementations or training steps; prints JSON", _bench_arguments, _bench),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -86,3 +87,42 @@ def test_bench_routing_report_on_a_tiny_shape(monkeypatch, capsys):
         assert tiny[impl]["peak_memory_mb"] >= 0
     with pytest.raises(ValueError, match="unknown shape"):
         bench.bench_routing("cpu", shapes=("huge",))
+
+
+def test_a_training_step_is_timed_and_taken():
+    from capsule_lab.models import CapsNet, CapsNetConfig, capsnet_loss
+
+    torch.manual_seed(0)
+    model = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False))
+    before = [p.detach().clone() for p in model.parameters()]
+    images, labels = torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3])
+    timing = bench.training_step_seconds(model, images, labels, capsnet_loss, repeats=3, warmup=1)
+    assert len(timing["times_s"]) == 3 and all(t > 0 for t in timing["times_s"])
+    assert timing["median_s"] == sorted(timing["times_s"])[1]
+    mean = sum(timing["times_s"]) / 3
+    sd = (sum((t - mean) ** 2 for t in timing["times_s"]) / 2) ** 0.5
+    assert timing["mean_s"] == pytest.approx(mean) and timing["stderr_s"] == pytest.approx(sd / 3 ** 0.5)
+    assert timing["batch"] == 3 and timing["device"] == "cpu" and timing["threads"] == torch.get_num_threads()
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))    # 4 Adam steps were taken
+    with pytest.raises(ValueError, match="labels must be a tensor of shape"):
+        bench.training_step_seconds(model, images, labels[:2], capsnet_loss)
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        bench.training_step_seconds(model, images, labels, capsnet_loss, repeats=0)
+
+
+def test_bench_steps_times_ladders_and_capsnets(monkeypatch, capsys):
+    from capsule_lab.models import CapsNetConfig, LadderCapsNetConfig
+
+    # the quick profile's models at a test's size: 28×28, 4 conv channels, 72 primary capsules
+    small = {"image_size": 28, "conv_channels": 4, "primary_types": 2}
+    ladder = LadderCapsNetConfig.slim(widths=(8,), contribution_widths=(8,), **small)
+    monkeypatch.setattr(LadderCapsNetConfig, "slim", classmethod(lambda cls, **ch: replace(ladder, **ch)))
+    monkeypatch.setattr(CapsNetConfig, "slim", classmethod(lambda cls, **ch: replace(CapsNetConfig(), **{**ch, **small})))
+    assert main(["bench", "steps", "--device", "cpu", "--repeats", "1", "--batch", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert list(report["models"]) == ["ladder K=16", "ladder K=32", "ladder K=64", "capsnet r=3", "capsnet r=4",
+                                      "capsnet r=5"]
+    assert report["batch"] == 2 and report["device"] == "cpu"
+    assert all(m["median_s"] > 0 and m["parameters"] > 0 for m in report["models"].values())
+    with pytest.raises(ValueError, match="profile must be"):
+        bench.step_models("medium")
