@@ -60,7 +60,7 @@ class RoutingMeasure:
     predictions: torch.Tensor
     labels: torch.Tensor
     summary: dict = field(default_factory=dict, repr=False)    # levels → (H_j per class, keys per class, trees)
-    summary_classes: int = field(default=0, repr=False)         # J, once the couplings are dropped
+    summary_classes: int = field(default=0, repr=False)         # J, read when the couplings are gone
 
     @property
     def classes(self) -> int:
@@ -191,9 +191,12 @@ def rem_study_data(dataset: str, settings: RemSettings, source: str = "offline")
 
 
 @torch.no_grad()
-def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None) -> RoutingMeasure:
+def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None,
+                    keep_couplings: bool = True) -> RoutingMeasure:
     """Run ``model`` on ``data`` in evaluation mode and keep its accuracy, mean margin loss and every image's
-    couplings, prediction and label (:class:`RoutingMeasure`; the couplings are moved to the CPU). Chapter 05.
+    couplings, prediction and label (:class:`RoutingMeasure`; the couplings are moved to the CPU). With
+    ``keep_couplings=False`` the couplings are not kept (``couplings`` is None): enough for a validation loss.
+    Chapter 05.
     """
     if not isinstance(model, CapsNet):
         raise ValueError(f"model must be a capsule_lab.models.CapsNet, got {type(model).__name__}")
@@ -204,14 +207,16 @@ def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device
             x, y = x.to(device), y.to(device)
             out = model(x)
             loss += capsnet_loss(out, x, y).item() * len(y)
-            couplings.append(out.couplings.float().cpu())
+            if keep_couplings:
+                couplings.append(out.couplings.float().cpu())
             predictions.append(out.lengths.argmax(dim=1).cpu())
             labels.append(y.cpu())
     if not labels:
         raise ValueError("cannot measure on an empty dataset")
     predictions, labels = torch.cat(predictions), torch.cat(labels)
     return RoutingMeasure(accuracy=(predictions == labels).float().mean().item(), loss=loss / len(labels),
-                          couplings=torch.cat(couplings), predictions=predictions, labels=labels)
+                          couplings=torch.cat(couplings) if keep_couplings else None, predictions=predictions,
+                          labels=labels, summary_classes=int(model.config.classes))
 
 
 def chosen_step(steps: list, warmup_epochs: int) -> int:
@@ -232,8 +237,8 @@ def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, i
     steps = []
 
     def after_epoch(epoch: int, net: CapsNet) -> None:
-        steps.append(Step(epoch, sparsity(net), measure_routing(net, val, device=device).loss,
-                          measure_routing(net, test, device=device),
+        val_loss = measure_routing(net, val, device=device, keep_couplings=False).loss
+        steps.append(Step(epoch, sparsity(net), val_loss, measure_routing(net, test, device=device),
                           {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}))
         if not settings.keep_every_step:    # keep the newest step and REM's model so far; summarise the rest
             keep = {len(steps) - 1}

@@ -117,7 +117,8 @@ def test_bench_steps_times_ladders_and_capsnets(monkeypatch, capsys):
     small = {"image_size": 28, "conv_channels": 4, "primary_types": 2}
     ladder = LadderCapsNetConfig.slim(widths=(8,), contribution_widths=(8,), **small)
     monkeypatch.setattr(LadderCapsNetConfig, "slim", classmethod(lambda cls, **ch: replace(ladder, **ch)))
-    monkeypatch.setattr(CapsNetConfig, "slim", classmethod(lambda cls, **ch: replace(CapsNetConfig(), **{**ch, **small})))
+    monkeypatch.setattr(CapsNetConfig, "slim",
+                        classmethod(lambda cls, **ch: replace(CapsNetConfig(), **{**ch, **small})))
     assert main(["bench", "steps", "--device", "cpu", "--repeats", "1", "--batch", "2"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert list(report["models"]) == ["ladder K=16", "ladder K=32", "ladder K=64", "capsnet r=3", "capsnet r=4",

@@ -39,6 +39,9 @@ def test_measure_routing_against_the_model_run_by_hand():
     assert torch.equal(m.predictions, out.lengths.argmax(dim=1)) and torch.equal(m.labels, labels)
     assert m.accuracy == pytest.approx((out.lengths.argmax(dim=1) == labels).float().mean().item())
     torch.testing.assert_close(m.couplings, out.couplings)
+    light = measure_routing(model, data, batch_size=3, keep_couplings=False)
+    assert light.couplings is None and light.classes == 10
+    assert (light.loss, light.accuracy) == (m.loss, m.accuracy) and torch.equal(light.predictions, m.predictions)
     with pytest.raises(ValueError, match="must be a capsule_lab.models.CapsNet"):
         measure_routing(torch.nn.Linear(2, 2), data)
 
