@@ -95,7 +95,7 @@ from .capsules import margin_loss, squash
 __all__ = ["GAMMA", "EPSILON", "PrunedCapsules", "ConstructedWeights", "LadderResult", "capsule_activity",
            "code_vector", "top_k_capsules", "solve_gamma", "table1_widths", "propagate", "regress",
            "regressed_capsules", "ladder_activation", "ladder_poses", "ladder_loss", "CodeMLP", "CodeWeights",
-           "PruningLayer", "LadderLayer"]
+           "PruningLayer", "LadderLayer", "most_active_couplings", "activity_profile"]
 
 #: γ of eq. 4 as the paper writes it (the exact root of exp(−0.01 γ) = 0.95 is 5.129…; see :func:`solve_gamma`).
 GAMMA = 5.12
@@ -149,6 +149,42 @@ def capsule_activity(u: torch.Tensor) -> torch.Tensor:
     """
     check_tensor(u, "u", "(B, n, d)", ndim=3, nonempty=True, floating=True)
     return torch.linalg.vector_norm(u, dim=-1)
+
+
+def most_active_couplings(u: torch.Tensor, couplings: torch.Tensor, label: int, top: int = 100) -> tuple:
+    """The thought experiment of §3.1 (the paper's Figure 1) on one image: the ``top`` most active lower capsules
+    of a trained CapsNet, from the most active, with their lengths and their couplings to class ``label``.
+
+    u ``(n, d)`` the image's lower capsules; couplings ``(n, J)`` its couplings (dynamic routing's, each row a
+    softmax over the J classes). Returns ``(indices, lengths, couplings to label)``, each ``(top,)``; ties in
+    length keep the lower index first. If only a few capsules carry both a long length and a large coupling,
+    the rest could be pruned without changing the class capsule much — the argument for the pruning layer.
+    Chapter 06.
+    """
+    check_tensor(u, "u", "(n, d)", ndim=2, nonempty=True, floating=True)
+    n = u.shape[0]
+    check_tensor(couplings, "couplings", f"(n, J) = ({n}, J)", sizes=(n, None), floating=True)
+    J = couplings.shape[1]
+    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < J:
+        raise ValueError(f"label must be a class index in [0, {J}), got {label!r}")
+    check_positive_int(top, "top")
+    if top > n:
+        raise ValueError(f"top must be at most the number of capsules n = {n}, got {top}")
+    lengths = torch.linalg.vector_norm(u.detach(), dim=-1)
+    order = torch.sort(lengths, descending=True, stable=True).indices[:top]
+    return order, lengths[order], couplings.detach()[order, label]
+
+
+def activity_profile(u: torch.Tensor, top: int = 300) -> torch.Tensor:
+    """The paper's Figure 4: per image, the activities (lengths) of its ``top`` most active capsules sorted from
+    the largest, averaged over the images. u ``(B, n, d)`` → ``(top,)``, non-increasing. A profile that drops
+    fast means a few capsules carry each image, and a small K keeps them. Chapter 06.
+    """
+    check_positive_int(top, "top")
+    activities = capsule_activity(u.detach())
+    if top > activities.shape[1]:
+        raise ValueError(f"top must be at most the number of capsules n = {activities.shape[1]}, got {top}")
+    return torch.sort(activities, dim=1, descending=True).values[:, :top].mean(dim=0)
 
 
 def code_vector(indices: torch.Tensor, n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -410,3 +410,31 @@ def test_ladder_layer_refuses_wrong_shapes():
 def test_public_names_are_exported():
     assert set(ladder.__all__) <= set(dir(ladder))
     assert {"top_k_capsules", "ladder_activation"} <= set(ladder.__all__)
+
+
+def test_most_active_couplings_by_hand():
+    from capsule_lab.ladder import most_active_couplings
+
+    u = torch.tensor([[0.3, 0.4], [0.0, 0.1], [0.6, 0.8], [0.5, 0.0], [0.0, 0.5]])    # lengths .5 .1 1 .5 .5
+    c = torch.softmax(torch.arange(15.0).view(5, 3) / 7, dim=1)
+    indices, lengths, to_label = most_active_couplings(u, c, label=2, top=3)
+    assert indices.tolist() == [2, 0, 3]                    # 1.0, then the ties at 0.5 in index order
+    torch.testing.assert_close(lengths, torch.tensor([1.0, 0.5, 0.5]))
+    torch.testing.assert_close(to_label, c[[2, 0, 3], 2])
+    with pytest.raises(ValueError, match="top must be at most"):
+        most_active_couplings(u, c, 0, top=6)
+    with pytest.raises(ValueError, match="label must be a class index"):
+        most_active_couplings(u, c, 3)
+    with pytest.raises(ValueError, match="couplings"):
+        most_active_couplings(u, c[:4], 0, top=2)
+
+
+def test_activity_profile_is_the_mean_of_each_image_s_sorted_lengths():
+    from capsule_lab.ladder import activity_profile
+
+    u = torch.zeros(2, 4, 1)
+    u[0, :, 0] = torch.tensor([0.1, 0.9, 0.5, 0.3])           # sorted: .9 .5 .3 .1
+    u[1, :, 0] = torch.tensor([-0.7, 0.2, 0.0, 0.4])          # lengths sorted: .7 .4 .2 0
+    torch.testing.assert_close(activity_profile(u, top=3), torch.tensor([0.8, 0.45, 0.25]))
+    with pytest.raises(ValueError, match="top must be at most"):
+        activity_profile(u, top=5)
