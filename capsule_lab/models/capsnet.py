@@ -24,13 +24,23 @@ from ..capsules import PrimaryCapsules, margin_loss
 from ..layers import CapsuleLayer, make_router
 from ..routing import VoteFreeRouter
 
-__all__ = ["PrimaryGridSizes", "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
+__all__ = ["BackboneConfig", "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
 
 
-class PrimaryGridSizes:
-    """The sizes Sabour's backbone gives a config with ``image_size``, ``conv_kernel``, ``primary_kernel``,
-    ``primary_stride`` and ``primary_types``: a valid convolution, then the primary capsules' strided one.
-    Shared by :class:`CapsNetConfig` and the ladder network's config. Chapter 02."""
+@dataclass(frozen=True)
+class BackboneConfig:
+    """Sizes of Sabour's backbone: a valid convolution, then the primary capsules' strided one, and the grid
+    of primary capsules they give. The base of :class:`CapsNetConfig` and of the ladder network's config.
+    Chapter 02."""
+
+    image_size: int = 28
+    in_channels: int = 1
+    conv_channels: int = 256
+    conv_kernel: int = 9
+    primary_types: int = 32
+    primary_dim: int = 8
+    primary_kernel: int = 9
+    primary_stride: int = 2
 
     @property
     def primary_grid(self) -> int:
@@ -45,17 +55,9 @@ class PrimaryGridSizes:
 
 
 @dataclass(frozen=True)
-class CapsNetConfig(PrimaryGridSizes):
+class CapsNetConfig(BackboneConfig):
     """Sizes of a :class:`CapsNet`. Chapter 02."""
 
-    image_size: int = 28
-    in_channels: int = 1
-    conv_channels: int = 256
-    conv_kernel: int = 9
-    primary_types: int = 32
-    primary_dim: int = 8
-    primary_kernel: int = 9
-    primary_stride: int = 2
     classes: int = 10
     class_dim: int = 16
     routing: str = "dynamic"

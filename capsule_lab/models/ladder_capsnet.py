@@ -31,13 +31,13 @@ from torch import nn
 from .._checks import check_nonnegative, check_positive_int, check_tensor
 from ..capsules import PrimaryCapsules
 from ..ladder import EPSILON, GAMMA, LadderLayer, PruningLayer, capsule_activity, ladder_loss
-from .capsnet import PrimaryGridSizes
+from .capsnet import BackboneConfig
 
 __all__ = ["LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss"]
 
 
 @dataclass(frozen=True)
-class LadderCapsNetConfig(PrimaryGridSizes):
+class LadderCapsNetConfig(BackboneConfig):
     """Sizes of a :class:`LadderCapsNet`. Chapter 06.
 
     ``k`` is the number K of primary capsules the pruning layer keeps; ``widths`` the hidden widths of the
@@ -45,14 +45,7 @@ class LadderCapsNetConfig(PrimaryGridSizes):
     ``gamma`` the γ of eq. 4 (the loss's ε is :func:`ladder_capsnet_loss`'s argument).
     """
 
-    image_size: int = 40
-    in_channels: int = 1
-    conv_channels: int = 256
-    conv_kernel: int = 9
-    primary_types: int = 32
-    primary_dim: int = 8
-    primary_kernel: int = 9
-    primary_stride: int = 2
+    image_size: int = 40        # the backbone's other sizes are BackboneConfig's (Sabour's)
     k: int = 70
     classes: int = 10
     class_dim: int = 16
