@@ -9,6 +9,7 @@ Every public function checks its inputs and raises ``ValueError`` naming the exp
     {name} must be a floating-point tensor of shape {shape}, got dtype {x.dtype}
     {name} must be an integer >= {minimum}, got {value!r}
     {name} must be a number >= 0, got {value!r}
+    {name} must be a class index in [0, {classes}), got {value!r}
     {name} must be numeric (a tensor, array or nested list), got {type}  figures: not an array
 
 Figures take tensors, arrays or nested lists; :func:`to_numpy`, :func:`stack_per_iteration`,
@@ -25,7 +26,8 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative", "to_numpy",
+__all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative",
+           "check_class_index", "to_numpy",
            "stack_per_iteration", "tick_labels", "image_array"]
 
 
@@ -66,6 +68,13 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
     """Return ``value`` if it is an integer (not a bool) ``>= minimum``, else raise ``ValueError``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_class_index(value, classes: int, name: str = "label") -> int:
+    """Return ``value`` if it is an integer (not a bool) in ``[0, classes)``, else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < classes:
+        raise ValueError(f"{name} must be a class index in [0, {classes}), got {value!r}")
     return value
 
 

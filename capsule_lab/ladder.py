@@ -89,7 +89,7 @@ from typing import NamedTuple, Optional
 import torch
 from torch import nn
 
-from ._checks import check_nonnegative, check_positive_int, check_tensor, shape_error
+from ._checks import check_class_index, check_nonnegative, check_positive_int, check_tensor, shape_error
 from .capsules import margin_loss, squash
 
 __all__ = ["GAMMA", "EPSILON", "PrunedCapsules", "ConstructedWeights", "LadderResult", "capsule_activity",
@@ -164,9 +164,7 @@ def most_active_couplings(u: torch.Tensor, couplings: torch.Tensor, label: int, 
     check_tensor(u, "u", "(n, d)", ndim=2, nonempty=True, floating=True)
     n = u.shape[0]
     check_tensor(couplings, "couplings", f"(n, J) = ({n}, J)", sizes=(n, None), floating=True)
-    J = couplings.shape[1]
-    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < J:
-        raise ValueError(f"label must be a class index in [0, {J}), got {label!r}")
+    check_class_index(label, couplings.shape[1])
     check_positive_int(top, "top")
     if top > n:
         raise ValueError(f"top must be at most the number of capsules n = {n}, got {top}")

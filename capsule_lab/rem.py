@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import prune
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_class_index, check_positive_int, check_tensor
 from .layers import CapsuleLayer
 
 __all__ = ["quantize", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class", "dictionary_entropy",
@@ -131,9 +131,7 @@ def class_parse_tree(couplings: torch.Tensor, predictions: torch.Tensor, label: 
     Raises ValueError if no image is predicted as ``label``. Chapter 05.
     """
     couplings, predictions = _check_couplings(couplings, predictions)
-    J = couplings.shape[2]
-    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < J:
-        raise ValueError(f"label must be a class index in [0, {J}), got {label!r}")
+    check_class_index(label, couplings.shape[2])
     chosen = predictions == label
     if not chosen.any():
         raise ValueError(f"no image is predicted as class {label}: its parse tree is empty")

@@ -28,6 +28,7 @@ import torch
 from torch.nn.utils import prune
 from torch.utils.data import Dataset, TensorDataset
 
+from ._checks import check_class_index
 from .data import load_fashion_mnist, load_mnist
 from .models import CapsNet, capsnet_loss
 from .modes import eval_mode
@@ -105,8 +106,7 @@ class RoutingMeasure:
     def class_tree(self, label: int, levels: int = 11) -> torch.Tensor:
         """Class ``label``'s parse tree, ``(I,)``: :func:`~capsule_lab.rem.class_parse_tree`, zeros for a class
         never predicted."""
-        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < self.classes:
-            raise ValueError(f"label must be a class index in [0, {self.classes}), got {label!r}")
+        check_class_index(label, self.classes)
         return self._summary(levels)[2][label].clone()
 
     def images_per_class(self) -> dict:

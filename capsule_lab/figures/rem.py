@@ -28,7 +28,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from .._checks import image_array, to_numpy
+from .._checks import check_class_index, check_positive_int, image_array, to_numpy
 from ..models import CapsNetConfig
 from ..rem_study import RemRun, RoutingMeasure, Step
 from .style import MAX_FIGURE_WIDTH
@@ -45,9 +45,7 @@ ACCURACY_COLOR = "tab:blue"     # accuracy in blue
 # ---------------------------------------------------------------- argument checks
 
 def _check_levels(levels) -> int:
-    if isinstance(levels, bool) or not isinstance(levels, int) or levels < 2:
-        raise ValueError(f"levels must be an integer >= 2, got {levels!r}")
-    return levels
+    return check_positive_int(levels, "levels", minimum=2)
 
 
 def _check_steps(steps, name: str = "steps") -> list:
@@ -71,9 +69,7 @@ def _check_measure(measure, name: str = "measure") -> RoutingMeasure:
 
 
 def _check_label(label, classes: int) -> int:
-    if isinstance(label, bool) or not isinstance(label, (int, np.integer)) or not 0 <= label < classes:
-        raise ValueError(f"label must be a class index in [0, {classes}), got {label!r}")
-    return int(label)
+    return check_class_index(int(label) if isinstance(label, np.integer) else label, classes)
 
 
 def _check_grid(grid, capsules: int) -> tuple[int, int, int]:

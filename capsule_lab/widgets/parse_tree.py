@@ -8,12 +8,11 @@ widget's default state for the static book.
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
 from ..figures.parse_tree import format_layer_table, parse_tree_explorer_figure
+from .figure_output import show_figure_png
 
 __all__ = ["ParseTreeExplorer", "parse_tree_explorer"]
 
@@ -51,11 +50,7 @@ class ParseTreeExplorer(widgets.VBox):
             return
         self.summary = self.summaries[key]
         fig = parse_tree_explorer_figure(self.summaries, *key)
-        plt.close(fig)  # shown through the Image widget only, never twice by the inline backend
-        self.figure = fig
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=60)
-        self.image.value = buffer.getvalue()
+        self.figure = show_figure_png(self.image, fig, dpi=60)
         self.table.value = f"<pre>{html.escape(format_layer_table(self.summary.table))}</pre>"
 
 

@@ -9,14 +9,14 @@ book shows.
 from __future__ import annotations
 
 import html
-import io
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 
+from .._checks import check_class_index
 from ..figures.rem import pruning_explorer_figure, step_summary
 from ..models import CapsNetConfig
 from ..rem_study import RemRun
+from .figure_output import show_figure_png
 
 __all__ = ["PruningExplorer", "pruning_explorer"]
 
@@ -34,8 +34,7 @@ class PruningExplorer(widgets.VBox):
         classes = run.pruned[0].test.classes
         if label is None:
             label = int(run.rem.test.predictions.mode().values) if len(run.rem.test.predictions) else 0
-        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < classes:
-            raise ValueError(f"label must be a class index in [0, {classes}), got {label!r}")
+        check_class_index(label, classes)
         options = [(f"epoch {s.epoch} · sparsity {100 * s.sparsity['overall']:.0f} %", k)
                    for k, s in enumerate(run.pruned)]
         self.step = widgets.SelectionSlider(options=options, value=run.chosen, description="pruned run",
@@ -57,11 +56,7 @@ class PruningExplorer(widgets.VBox):
         self.summary = step_summary(step, self.levels)
         fig = pruning_explorer_figure(self.run, self.step.value, self.label.value, self.grid, self.images,
                                       self.levels, self.config)
-        plt.close(fig)  # shown through the Image widget only, never twice by the inline backend
-        self.figure = fig
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=80)
-        self.image.value = buffer.getvalue()
+        self.figure = show_figure_png(self.image, fig, dpi=80)
         s = self.summary
         line = (f"epoch {s['epoch']} · sparsity {100 * s['sparsity']:.1f} % · accuracy {100 * s['accuracy']:.2f} % · "
                 f"entropy {s['entropy']:.2f} bits (K = {self.levels}) · keys per class {s['mean_keys']:.1f}")
