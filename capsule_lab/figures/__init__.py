@@ -7,6 +7,9 @@
 - :mod:`~capsule_lab.figures.parse_tree` — the fuzzy parse tree of a deep CapsNet (chapter 04);
 - :mod:`~capsule_lab.figures.rem` — REM's entropy while pruning, keys per class, a class's parse tree
   backtracked to the image, saliency maps (chapter 05);
+- :mod:`~capsule_lab.figures.ladder` — the ladder capsule network: lengths and couplings of the most active
+  capsules, activity by rank per K, seconds per training step, the kept capsules on the image and what the
+  ladder layer regresses (chapter 06);
 - :mod:`~capsule_lab.figures.style` — the maximum figure width and the output capsules' colours.
 
 Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works.
@@ -15,6 +18,9 @@ Every name is re-exported here: ``from capsule_lab.figures import plot_couplings
 from .capsnet import plot_history, plot_pose_sweep, plot_reconstructions
 from .gradients import (draw_routing_graph, plot_gradient_history, plot_gradient_terms, plot_routing_graphs,
                         routing_graph_edges)
+from .ladder import (PAPER_TABLE3, activity_profile_figure, coupling_length_figure, kept_capsule_positions,
+                     ladder_explorer_figure, ladder_explorer_result, plot_activity_profile, plot_coupling_length,
+                     plot_kept_capsules, plot_step_times, step_time_figure)
 from .parse_tree import (ParseTreeSummary, format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
                          parse_tree_summary, plot_parse_tree)
 from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure, keys_per_class_figure,
@@ -36,4 +42,7 @@ __all__ = [
     "plot_entropy_vs_levels", "entropy_vs_levels_figure", "plot_keys_per_class", "keys_per_class_figure",
     "class_couplings", "receptive_field_centres", "parse_tree_graph", "plot_backtracked_image",
     "parse_tree_graph_figure", "saliency_figure", "step_summary", "pruning_explorer_figure",
+    "PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "plot_activity_profile",
+    "activity_profile_figure", "plot_step_times", "step_time_figure", "kept_capsule_positions",
+    "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure",
 ]

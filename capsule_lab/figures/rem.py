@@ -30,6 +30,7 @@ from matplotlib.figure import Figure
 
 from .._checks import check_class_index, check_positive_int, image_array, to_numpy
 from ..models import CapsNetConfig
+from ..models.capsnet import BackboneConfig
 from ..rem_study import RemRun, RoutingMeasure, Step
 from .style import MAX_FIGURE_WIDTH
 
@@ -325,13 +326,16 @@ def class_couplings(measure: RoutingMeasure, label: int, levels: int = 11) -> tu
     return measure.class_tree(label, levels).numpy(), int((measure.predictions == label).sum())
 
 
-def receptive_field_centres(config: CapsNetConfig) -> np.ndarray:
+def receptive_field_centres(config: BackboneConfig) -> np.ndarray:
     """The pixel coordinate (row or column, from 0) of the centre of the receptive field of every position of a
-    CapsNet's primary-capsule grid: ``m · s + (k_conv − 1) / 2 + (k_primary − 1) / 2`` for m = 0 … g − 1 (the
-    first convolution has stride 1, the primary capsules' convolution stride s). For the MNIST CapsNet
-    (9, 9, stride 2): 8, 10, …, 18. Chapter 05."""
-    if not isinstance(config, CapsNetConfig):
-        raise ValueError(f"config must be a capsule_lab.models.CapsNetConfig, got {type(config).__name__}")
+    primary-capsule grid: ``m · s + (k_conv − 1) / 2 + (k_primary − 1) / 2`` for m = 0 … g − 1 (the first
+    convolution has stride 1, the primary capsules' convolution stride s). ``config``: any
+    :class:`~capsule_lab.models.capsnet.BackboneConfig` — a :class:`~capsule_lab.models.CapsNetConfig` or a
+    :class:`~capsule_lab.models.LadderCapsNetConfig`. For the MNIST CapsNet (9, 9, stride 2): 8, 10, …, 18;
+    for the ladder network on 40×40 images: 8, 10, …, 30. Chapters 05 and 06."""
+    if not isinstance(config, BackboneConfig):
+        raise ValueError(f"config must be a capsule_lab.models.CapsNetConfig or LadderCapsNetConfig (a "
+                         f"BackboneConfig), got {type(config).__name__}")
     m = np.arange(config.primary_grid)
     return m * config.primary_stride + (config.conv_kernel - 1) / 2 + (config.primary_kernel - 1) / 2
 

@@ -6,6 +6,8 @@ function that draws exactly what the widget shows at its default values, for the
 - :mod:`~capsule_lab.widgets.gradients` — the gradient-terms explorer (chapter 03);
 - :mod:`~capsule_lab.widgets.parse_tree` — the parse-tree explorer: depth × routing (chapter 04);
 - :mod:`~capsule_lab.widgets.rem` — the pruning explorer: a class's parse tree along REM's pruned run (chapter 05);
+- :mod:`~capsule_lab.widgets.ladder` — the ladder explorer: the kept capsules and their regression, per K and
+  image (chapter 06);
 - :mod:`~capsule_lab.widgets.figure_output` — how a widget shows its figure.
 
 The widgets are thin: the maths lives in :mod:`capsule_lab.routing` and :mod:`capsule_lab.gradients`, the
@@ -15,6 +17,7 @@ current state is kept in ``.figure`` and the numbers behind it in ``.result`` / 
 """
 
 from .gradients import GradientTermsExplorer, gradient_terms_explorer, gradient_terms_figure
+from .ladder import LadderExplorer, ladder_explorer
 from .parse_tree import ParseTreeExplorer, parse_tree_explorer
 from .poses import SABOUR_PERTURBATIONS, PoseExplorer, pose_explorer, pose_explorer_figure, pose_sweep
 from .rem import PruningExplorer, pruning_explorer
@@ -26,4 +29,5 @@ __all__ = [
     "gradient_terms_figure", "gradient_terms_explorer", "GradientTermsExplorer",
     "parse_tree_explorer", "ParseTreeExplorer",
     "pruning_explorer", "PruningExplorer",
+    "ladder_explorer", "LadderExplorer",
 ]

@@ -1,0 +1,435 @@
+"""The ladder capsule network's pictures: which lower capsules matter, how many the pruning layer keeps, what
+the ladder layer regresses, and how long a training step takes.
+
+Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "Ladder capsule network" (ICML
+2019):
+
+- :func:`coupling_length_figure` — its Figure 1 (the thought experiment of §3.1): the lengths of the most active
+  primary capsules of a trained dynamic-routing CapsNet (bars) and their couplings to the digit's class (a line,
+  the uniform coupling 1/J dashed), from :func:`capsule_lab.ladder.most_active_couplings`;
+- :func:`activity_profile_figure` — its Figure 4: the mean activity of the most active primary capsules by rank,
+  one curve per K, from :func:`capsule_lab.ladder.activity_profile`;
+- :func:`step_time_figure` — its Table 3 as a picture: seconds per training step of L-CapsNets and CapsNets, as
+  :func:`capsule_lab.bench.bench_steps` measures them, beside the paper's numbers (:data:`PAPER_TABLE3`);
+- :func:`plot_kept_capsules` — the primary capsules the pruning layer keeps, at the centres of their receptive
+  fields on the image;
+- :func:`ladder_explorer_result` / :func:`ladder_explorer_figure` — one image through an L-CapsNet: the kept
+  capsules, the predicted class's regression of them (eqs. 2–3) against their actual poses, the per-capsule
+  squared distances and the class activities d_j (eq. 4); the picture of
+  :func:`capsule_lab.widgets.ladder_explorer`.
+
+Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from .._checks import check_class_index, check_positive_int, check_tensor, to_numpy
+from ..models.capsnet import BackboneConfig
+from ..models.ladder_capsnet import LadderCapsNet
+from .rem import receptive_field_centres
+from .style import MAX_FIGURE_WIDTH
+
+__all__ = ["PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "plot_activity_profile",
+           "activity_profile_figure", "plot_step_times", "step_time_figure", "kept_capsule_positions",
+           "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure"]
+
+LENGTH_COLOR = "tab:blue"       # the paper's Figure 1: lengths in blue,
+COUPLING_COLOR = "tab:red"      # couplings in red
+LADDER_COLOR = "tab:blue"       # Table 3: L-CapsNets
+CAPSNET_COLOR = "tab:red"       # and CapsNets
+KEPT_COLOR = "tab:orange"
+
+#: The ladder paper's Table 3: seconds per training iteration on 100 MNIST samples (mean, standard error), on
+#: the authors' machine; names as :func:`capsule_lab.bench.step_models` gives them.
+PAPER_TABLE3 = {"ladder K=50": (0.2034, 0.010), "ladder K=70": (0.2159, 0.008), "ladder K=100": (0.2953, 0.001),
+                "capsnet r=3": (1.732, 0.026), "capsnet r=4": (2.123, 0.041), "capsnet r=5": (2.656, 0.085)}
+
+
+# ---------------------------------------------------------------- argument checks
+
+def _vector(x, name: str, shape: str = "(top,)") -> np.ndarray:
+    a = to_numpy(x, name)
+    if a.ndim != 1 or a.shape[0] == 0:
+        raise ValueError(f"{name} must have shape {shape}, a non-empty 1-D tensor, got {a.shape}")
+    return a
+
+
+def _non_increasing(a: np.ndarray, name: str, what: str) -> None:
+    if np.any(np.diff(a) > 1e-6 * max(1.0, float(np.abs(a).max()))):
+        raise ValueError(f"{name} must be non-increasing ({what}, sorted from the most active)")
+
+
+def _index(value, n: int, name: str) -> int:
+    if isinstance(value, (np.integer,)):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n:
+        raise ValueError(f"{name} must be an integer in [0, {n}), got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------- Figure 1: lengths and couplings
+
+def plot_coupling_length(ax, lengths, couplings, label: int, classes: int = 10):
+    """Draw the ladder paper's Figure 1 on ``ax``: the lengths ‖u_i‖ of the most active primary capsules, sorted
+    from the most active (blue bars, left axis), and their couplings c_ij to class ``label`` (red points joined
+    by a line, right axis, a twin of ``ax``), with the uniform coupling 1/J (``classes`` = J) dashed.
+
+    lengths, couplings: ``(top,)`` each, as :func:`capsule_lab.ladder.most_active_couplings` returns them (or
+    their means over the images of a class, rank by rank). Returns ``(ax, coupling_axis)``. Chapter 06.
+    """
+    a = _vector(lengths, "lengths")
+    c = _vector(couplings, "couplings")
+    if c.shape != a.shape:
+        raise ValueError(f"couplings must have shape (top,) = {a.shape}, one per capsule of lengths, got {c.shape}")
+    if a.min() < 0:
+        raise ValueError("lengths must be >= 0 (capsule lengths ‖u_i‖)")
+    _non_increasing(a, "lengths", "the capsules by length")
+    if c.min() < 0 or c.max() > 1 + 1e-6:
+        raise ValueError("couplings must be in [0, 1] (routing couplings, a softmax over the classes)")
+    check_positive_int(classes, "classes", minimum=2)
+    check_class_index(int(label) if isinstance(label, np.integer) else label, classes)
+    rank = np.arange(1, len(a) + 1)
+    ax.bar(rank, a, width=0.8, color=LENGTH_COLOR, alpha=0.8, label="length ‖u_i‖")
+    ax_c = ax.twinx()
+    ax_c.plot(rank, c, "o-", ms=2.5, lw=0.8, color=COUPLING_COLOR, label=f"coupling c_ij to class {label}")
+    ax_c.axhline(1 / classes, color=COUPLING_COLOR, ls="--", lw=1, label=f"uniform coupling 1/J = {1 / classes:.2g}")
+    ax.set_xlim(0.3, len(a) + 0.7)
+    ax.set_ylim(0, max(1.0, float(a.max()) * 1.05))
+    ax_c.set_ylim(0, max(float(c.max()) * 1.1, 1.5 / classes))
+    ax.set_xlabel("rank of the primary capsule by length (1 = most active)")
+    ax.set_ylabel("length ‖u_i‖", color=LENGTH_COLOR)
+    ax_c.set_ylabel(f"coupling c_ij to class {label}", color=COUPLING_COLOR)
+    ax.tick_params(axis="y", colors=LENGTH_COLOR)
+    ax_c.tick_params(axis="y", colors=COUPLING_COLOR)
+    handles = [h for axis in (ax, ax_c) for h in axis.get_legend_handles_labels()[0]]
+    ax_c.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right")
+    return ax, ax_c
+
+
+def coupling_length_figure(lengths, couplings, label: int, classes: int = 10, title: str | None = None) -> Figure:
+    """The ladder paper's Figure 1: the lengths (bars) of the most active primary capsules of a trained
+    dynamic-routing CapsNet and their couplings (line) to the class ``label``, against the uniform 1/J
+    (:func:`plot_coupling_length`). Long capsules with large couplings build the class capsule; the many short
+    ones, coupled near 1/J, could be dropped — the argument for the pruning layer. Chapter 06."""
+    fig, ax = plt.subplots(figsize=(MAX_FIGURE_WIDTH, 3.4), constrained_layout=True)
+    plot_coupling_length(ax, lengths, couplings, label, classes)
+    ax.set_title(title or f"the {len(_vector(lengths, 'lengths'))} most active primary capsules of a "
+                          f"digit {label}: length and coupling to its class", fontsize=10)
+    return fig
+
+
+# ---------------------------------------------------------------- Figure 4: activity profiles
+
+def _check_profiles(profiles) -> dict:
+    if not isinstance(profiles, dict) or not profiles:
+        raise ValueError("profiles must be a non-empty dict {K or label: (top,) mean activities}, "
+                         "as capsule_lab.ladder.activity_profile returns them")
+    arrays = {}
+    for key, values in profiles.items():
+        if isinstance(key, bool) or not isinstance(key, (int, np.integer, str)):
+            raise ValueError(f"profiles' keys must be the number K (an int) or a label (a str), got {key!r}")
+        a = _vector(values, f"profiles[{key!r}]")
+        _non_increasing(a, f"profiles[{key!r}]", "mean activities by rank")
+        arrays[key] = a
+    return arrays
+
+
+def plot_activity_profile(ax, profiles: dict, mark_k: bool = True) -> list:
+    """Draw the ladder paper's Figure 4 on ``ax``: per network, the mean activity of its primary capsules by rank
+    (1 = the most active of each image), one curve per entry of ``profiles = {K or label: (top,)}``
+    (:func:`capsule_lab.ladder.activity_profile`); with ``mark_k``, a dashed vertical line at every integer key K,
+    in its curve's colour: the capsules left of it are the ones the pruning layer keeps. A sharp drop at K means
+    kept and dropped capsules are clearly told apart. Returns the curves. Chapter 06."""
+    arrays = _check_profiles(profiles)
+    lines = []
+    for key, a in arrays.items():
+        name = f"K = {int(key)}" if not isinstance(key, str) else key
+        (line,) = ax.plot(np.arange(1, len(a) + 1), a, lw=1.5, label=name)
+        lines.append(line)
+        if mark_k and not isinstance(key, str):
+            ax.axvline(int(key) + 0.5, color=line.get_color(), ls="--", lw=1)
+    ax.set_xlabel("rank of the primary capsule by activity (1 = most active)")
+    ax.set_ylabel("mean activity ‖u_i‖")
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(0.5, max(len(a) for a in arrays.values()) + 0.5)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return lines
+
+
+def activity_profile_figure(profiles: dict, mark_k: bool = True, title: str | None = None) -> Figure:
+    """The ladder paper's Figure 4: the mean activity of the most active primary capsules by rank, one curve per K
+    (:func:`plot_activity_profile`), dashed lines at the K kept. Chapter 06."""
+    fig, ax = plt.subplots(figsize=(6.0, 3.4), constrained_layout=True)
+    plot_activity_profile(ax, profiles, mark_k)
+    ax.set_title(title or "activity of the primary capsules by rank, per K", fontsize=10)
+    return fig
+
+
+# ---------------------------------------------------------------- Table 3: seconds per training step
+
+def _number(value, name: str, allow_nan: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
+        raise ValueError(f"{name} must be a number >= 0 (seconds), got {value!r}")
+    value = float(value)
+    if math.isnan(value) and allow_nan:
+        return value
+    if not value >= 0 or math.isinf(value):
+        raise ValueError(f"{name} must be a number >= 0 (seconds), got {value!r}")
+    return value
+
+
+def _color(name: str) -> str:
+    low = name.lower()
+    return LADDER_COLOR if low.startswith(("ladder", "l-capsnet")) else CAPSNET_COLOR if "capsnet" in low else "0.5"
+
+
+def plot_step_times(ax, seconds: dict, errors: dict | None = None, unit: str = "median") -> list:
+    """Draw horizontal bars on ``ax``: the seconds per training step of every model of ``seconds = {name: s}``
+    (top to bottom in the dict's order), L-CapsNets (names starting "ladder") in blue and CapsNets in red,
+    ``errors = {name: standard error}`` as error bars (NaN: none), each bar's value written beside it. ``unit``
+    names the statistic on the axis label. Returns the bar containers. Chapter 06."""
+    if not isinstance(seconds, dict) or not seconds:
+        raise ValueError("seconds must be a non-empty dict {model name: seconds per step}")
+    names = list(seconds)
+    values = [_number(seconds[n], f"seconds[{n!r}]") for n in names]
+    errors = errors or {}
+    if not isinstance(errors, dict):
+        raise ValueError("errors must be a dict {model name: standard error in seconds}")
+    spread = [_number(errors.get(n, math.nan), f"errors[{n!r}]", allow_nan=True) for n in names]
+    y = np.arange(len(names))
+    xerr = [0.0 if math.isnan(e) else e for e in spread]
+    bars = []
+    for k, name in enumerate(names):
+        bars.append(ax.barh(y[k], values[k], xerr=xerr[k], color=_color(name), alpha=0.85, capsize=3,
+                            error_kw={"lw": 1}))
+    top = max(v + e for v, e in zip(values, xerr)) or 1.0
+    for k, v in enumerate(values):
+        ax.text(v + xerr[k] + 0.02 * top, y[k], f"{v:.3g} s", va="center", fontsize=8)
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.25 * top)
+    ax.set_xlabel(f"seconds per training step ({unit})")
+    ax.grid(alpha=0.3, axis="x")
+    return bars
+
+
+def _check_report(report) -> dict:
+    if not isinstance(report, dict) or not isinstance(report.get("models"), dict) or not report["models"]:
+        raise ValueError("report must be the dict capsule_lab.bench.bench_steps returns, with a non-empty "
+                         "'models': {name: {'median_s', 'stderr_s', ...}}")
+    for name, numbers in report["models"].items():
+        if not isinstance(numbers, dict) or "median_s" not in numbers:
+            raise ValueError(f"report['models'][{name!r}] must be a dict with 'median_s' (and 'stderr_s'), "
+                             f"as bench_steps gives it")
+    return report
+
+
+def _check_paper(paper) -> tuple[dict, dict]:
+    if not isinstance(paper, dict) or not paper:
+        raise ValueError("paper must be a non-empty dict {model name: seconds or (seconds, standard error)}, "
+                         "e.g. PAPER_TABLE3")
+    seconds, errors = {}, {}
+    for name, value in paper.items():
+        if isinstance(value, (tuple, list)):
+            if len(value) != 2:
+                raise ValueError(f"paper[{name!r}] must be seconds or (seconds, standard error), got {value!r}")
+            seconds[name], errors[name] = value
+        else:
+            seconds[name] = value
+    return seconds, errors
+
+
+def step_time_figure(report: dict, paper: dict | None = None, title: str | None = None) -> Figure:
+    """The ladder paper's Table 3 as a picture: the median seconds per training step of every model of
+    ``report`` (:func:`capsule_lab.bench.bench_steps`; error bars: the standard error of the mean over the
+    repeats), L-CapsNets blue and CapsNets red (:func:`plot_step_times`); the title says the device, threads and
+    batch. With ``paper = {name: seconds or (seconds, standard error)}`` (e.g. :data:`PAPER_TABLE3`), a second
+    panel shows the paper's numbers — another machine and other sizes, so on an axis of their own. Chapter 06."""
+    report = _check_report(report)
+    if paper is not None:
+        _check_paper(paper)
+    panels = 1 if paper is None else 2
+    rows = max(len(report["models"]), 0 if paper is None else len(paper))
+    fig, axes = plt.subplots(1, panels, squeeze=False, constrained_layout=True,
+                             figsize=(MAX_FIGURE_WIDTH if panels == 2 else 5.0, 1.2 + 0.35 * rows))
+    models = report["models"]
+    plot_step_times(axes[0, 0], {n: m["median_s"] for n, m in models.items()},
+                    {n: m.get("stderr_s", math.nan) for n, m in models.items()}, unit="median")
+    axes[0, 0].set_title(f"this course: batch {report.get('batch', '?')}", fontsize=9)
+    if paper is not None:
+        seconds, errors = _check_paper(paper)
+        plot_step_times(axes[0, 1], seconds, errors, unit="mean")
+        axes[0, 1].set_title("the paper's Table 3: batch 100, MNIST", fontsize=9)
+    threads = report.get("threads", "?")
+    fig.suptitle(title or f"one training step on {report.get('device', '?')} "
+                          f"({threads} thread{'' if threads == 1 else 's'})", fontsize=10)
+    return fig
+
+
+# ---------------------------------------------------------------- the kept capsules on the image
+
+def _check_config(config) -> BackboneConfig:
+    if not isinstance(config, BackboneConfig):
+        raise ValueError(f"config must be a capsule_lab.models.LadderCapsNetConfig or CapsNetConfig (a "
+                         f"BackboneConfig), got {type(config).__name__}")
+    return config
+
+
+def kept_capsule_positions(indices, config: BackboneConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the primary capsules ``indices`` ``(K,)`` sit on the image: capsule i is ordered (row, column, type)
+    on the g × g grid of O types (:class:`capsule_lab.capsules.PrimaryCapsules`), so its grid row is
+    ``i // (g·O)`` and its column ``(i // O) % g``, and its receptive field is centred at
+    :func:`~capsule_lab.figures.receptive_field_centres` of them. Returns ``(rows, columns, counts)`` in pixels,
+    one entry per distinct grid position, with the number of kept capsule types there. Chapter 06."""
+    config = _check_config(config)
+    n, g, types = config.primary_caps, config.primary_grid, config.primary_types
+    idx = to_numpy(indices, "indices")
+    if idx.ndim != 1 or np.any(idx != np.round(idx)) or (idx.size and (idx.min() < 0 or idx.max() >= n)):
+        raise ValueError(f"indices must have shape (K,), integers in [0, n) = [0, {n}) (primary capsules), "
+                         f"got {idx.shape if idx.ndim != 1 else idx.tolist()}")
+    idx = idx.astype(int)
+    positions, counts = np.unique(idx // types, return_counts=True)     # position = row · g + column
+    centres = receptive_field_centres(config)
+    return centres[positions // g], centres[positions % g], counts
+
+
+def plot_kept_capsules(ax, image, indices, config: BackboneConfig, title: str | None = None):
+    """Draw ``image`` (``(S, S)``, ``(1, S, S)`` or ``(1, 1, S, S)``, S = ``config.image_size``) in grey on
+    ``ax`` and, at the centre of the receptive field of every grid position holding kept primary capsules
+    ``indices`` ``(K,)`` (:func:`kept_capsule_positions`), an orange marker whose area grows with the number of
+    kept capsule types there; that number is written on the marker when it is more than 1. Returns the marker
+    scatter. Chapter 06."""
+    config = _check_config(config)
+    x = to_numpy(image, "image")
+    while x.ndim > 2 and x.shape[0] == 1:
+        x = x[0]
+    S = config.image_size
+    if x.shape != (S, S):
+        raise ValueError(f"image must have shape (S, S), (1, S, S) or (1, 1, S, S) with S = {S} "
+                         f"(config.image_size), got {to_numpy(image, 'image').shape}")
+    rows, cols, counts = kept_capsule_positions(indices, config)
+    ax.imshow(x, cmap="gray", vmin=min(0.0, float(x.min())), vmax=max(1.0, float(x.max())))
+    dots = ax.scatter(cols, rows, s=14 + 22 * (counts - 1), color=KEPT_COLOR, edgecolors="black", linewidths=0.4,
+                      alpha=0.9, zorder=3)
+    for r, c, n in zip(rows, cols, counts):
+        if n > 1:
+            ax.annotate(str(n), (c, r), ha="center", va="center", fontsize=6, zorder=4)
+    ax.set_xlim(-0.5, S - 0.5)
+    ax.set_ylim(S - 0.5, -0.5)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    K = len(to_numpy(indices, "indices"))
+    ax.set_title(title or f"{K} kept capsules at {len(counts)} positions", fontsize=9)
+    return dots
+
+
+# ---------------------------------------------------------------- one image through an L-CapsNet
+
+def _check_models(models, k) -> LadderCapsNet:
+    if not isinstance(models, dict) or not models:
+        raise ValueError("models must be a non-empty dict {K: LadderCapsNet}")
+    if k not in models:
+        raise ValueError(f"k must be one of the keys of models, {list(models)}, got {k!r}")
+    if not isinstance(models[k], LadderCapsNet):
+        raise ValueError(f"models[{k!r}] must be a capsule_lab.models.LadderCapsNet, got {type(models[k]).__name__}")
+    return models[k]
+
+
+def ladder_explorer_result(models: dict, images, labels, k, index: int) -> dict:
+    """The numbers behind :func:`ladder_explorer_figure`: image ``images[index]`` through the L-CapsNet
+    ``models[k]`` in eval mode without gradients (its mode is restored). ``images`` ``(N, 1, S, S)``,
+    ``labels`` ``(N,)``. Returns a dict of CPU tensors and numbers: ``k``, ``index``, ``label``, ``prediction``
+    (the class of the largest activity), ``indices`` ``(K,)`` (the kept capsules, ascending), ``activities``
+    ``(J,)`` (d_j), ``errors`` ``(J,)`` (the mean squared regression error (1/K) Σ_i ‖u_reg_(i|j) − u_i‖² of
+    every class, eq. 4's exponent over −γ), ``selected`` ``(K, d)`` (U_K), ``regressed`` ``(K, d)`` (u_reg of the
+    predicted class) and ``distances`` ``(K,)`` (its per-capsule squared distances). Chapter 06."""
+    model = _check_models(models, k)
+    c = model.config
+    check_tensor(images, "images", f"(N, {c.in_channels}, {c.image_size}, {c.image_size})",
+                 sizes=(None, c.in_channels, c.image_size, c.image_size), nonempty=True, floating=True)
+    N = images.shape[0]
+    check_tensor(labels, "labels", f"(N,) = ({N},)", sizes=(N,))
+    index = _index(index, N, "index")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(images[index:index + 1].to(device))
+    finally:
+        model.train(was_training)
+    activities = out.activities[0].float().cpu()
+    selected = out.selected[0].float().cpu()
+    regressed_all = out.regressed[0].float().cpu()                      # (J, K, d)
+    squared = ((regressed_all - selected.unsqueeze(0)) ** 2).sum(dim=-1)   # (J, K)
+    prediction = int(activities.argmax())
+    return {"k": k, "index": index, "label": int(labels[index]), "prediction": prediction,
+            "indices": out.indices[0].cpu(), "activities": activities, "errors": squared.mean(dim=-1),
+            "selected": selected, "regressed": regressed_all[prediction], "distances": squared[prediction]}
+
+
+def ladder_explorer_figure(models: dict, images, labels, k, index: int = 0) -> Figure:
+    """The ladder explorer's picture (:func:`capsule_lab.widgets.ladder_explorer`): image ``images[index]``
+    through the L-CapsNet ``models[k]`` (:func:`ladder_explorer_result`), four panels:
+
+    - the kept primary capsules on the image (:func:`plot_kept_capsules`);
+    - the predicted class's regression of the kept capsules (eq. 3) against their actual poses U_K: one point per
+      entry of the K × d matrices, the line y = x where a perfect regression would put them;
+    - the squared distance ‖u_reg_(i|j) − u_i‖² of every kept capsule i, with their mean (eq. 4's exponent over
+      −γ) dashed;
+    - the class activities d_j, the prediction in orange and the true label marked.
+
+    Chapter 06."""
+    r = ladder_explorer_result(models, images, labels, k, index)
+    model = models[k]
+    fig, axes = plt.subplots(2, 2, figsize=(MAX_FIGURE_WIDTH, 5.6), constrained_layout=True)
+    plot_kept_capsules(axes[0, 0], images[index], r["indices"], model.config,
+                       title=f"image {index}: the {len(r['indices'])} kept capsules")
+
+    ax = axes[0, 1]
+    actual, regressed = r["selected"].numpy().ravel(), r["regressed"].numpy().ravel()
+    ax.scatter(actual, regressed, s=6, color="tab:purple", alpha=0.6, label=f"{r['selected'].numel()} entries")
+    low = min(float(actual.min()), float(regressed.min()), -0.1)
+    high = max(float(actual.max()), float(regressed.max()), 0.1)
+    ax.plot([low, high], [low, high], color="0.3", lw=1, ls="--", label="y = x")
+    ax.set_xlabel("actual pose entry (U_K)", fontsize=8)
+    ax.set_ylabel(f"regressed from class {r['prediction']}", fontsize=8)
+    ax.set_title(f"class {r['prediction']} regresses the kept capsules", fontsize=9)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+
+    ax = axes[1, 0]
+    distances = r["distances"].numpy()
+    ax.bar(np.arange(len(distances)), distances, color="tab:purple", alpha=0.8)
+    mean = float(r["errors"][r["prediction"]])
+    ax.axhline(mean, color="black", ls="--", lw=1, label=f"mean {mean:.3g}")
+    ax.set_xlabel("kept capsule (row of U_K, ascending index)", fontsize=8)
+    ax.set_ylabel("squared distance", fontsize=8)
+    ax.set_title(f"‖u_reg − u_i‖² for class {r['prediction']}", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+
+    ax = axes[1, 1]
+    activities = r["activities"].numpy()
+    colors = ["tab:orange" if j == r["prediction"] else "0.6" for j in range(len(activities))]
+    ax.bar(np.arange(len(activities)), activities, color=colors, edgecolor="black", linewidth=0.4)
+    ax.scatter([r["label"]], [min(1.05, float(activities[r["label"]]) + 0.05)], marker="v", color="tab:green",
+               zorder=3, label=f"true label {r['label']}")
+    ax.set_xticks(range(len(activities)))
+    ax.set_ylim(0, 1.12)
+    ax.set_xlabel("class j", fontsize=8)
+    ax.set_ylabel("activity d_j", fontsize=8)
+    ax.set_title(f"predicted {r['prediction']}, true {r['label']}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"L-CapsNet with K = {k}: image {index}", fontsize=10)
+    return fig
