@@ -348,8 +348,8 @@ def ladder_explorer_result(models: dict, images, labels, k, index: int) -> dict:
     ``models[k]`` in eval mode without gradients (its mode is restored). ``images`` ``(N, 1, S, S)``,
     ``labels`` ``(N,)``. Returns a dict of CPU tensors and numbers: ``k``, ``index``, ``label``, ``prediction``
     (the class of the largest activity), ``indices`` ``(K,)`` (the kept capsules, ascending), ``activities``
-    ``(J,)`` (d_j), ``errors`` ``(J,)`` (the mean squared regression error (1/K) Σ_i ‖u_reg_(i|j) − u_i‖² of
-    every class, eq. 4's exponent over −γ), ``selected`` ``(K, d)`` (U_K), ``regressed`` ``(K, d)`` (u_reg of the
+    ``(J,)`` (d_j), ``errors`` ``(J,)`` (the mean squared regression error (1/K) Σ_i ‖u^reg_i − u_i‖² of
+    every class j, eq. 4's exponent over −γ), ``selected`` ``(K, d)`` (U_K), ``regressed`` ``(K, d)`` (u_reg of the
     predicted class) and ``distances`` ``(K,)`` (its per-capsule squared distances). Chapter 06."""
     model = _check_models(models, k)
     c = model.config
@@ -383,15 +383,19 @@ def ladder_explorer_figure(models: dict, images, labels, k, index: int = 0) -> F
     - the kept primary capsules on the image (:func:`plot_kept_capsules`);
     - the predicted class's regression of the kept capsules (eq. 3) against their actual poses U_K: one point per
       entry of the K × d matrices, the line y = x where a perfect regression would put them;
-    - the squared distance ‖u_reg_(i|j) − u_i‖² of every kept capsule i, with their mean (eq. 4's exponent over
+    - the squared distance ‖u^reg_i − u_i‖² of every kept capsule i, with their mean (eq. 4's exponent over
       −γ) dashed;
     - the class activities d_j, the prediction in orange and the true label marked.
 
     Chapter 06."""
-    r = ladder_explorer_result(models, images, labels, k, index)
-    model = models[k]
+    return _draw_explorer(ladder_explorer_result(models, images, labels, k, index), images[index], models[k].config)
+
+
+def _draw_explorer(r: dict, image, config) -> Figure:
+    """:func:`ladder_explorer_figure` from its :func:`ladder_explorer_result` ``r`` (the widget computes it once)."""
+    k, index = r["k"], r["index"]
     fig, axes = plt.subplots(2, 2, figsize=(MAX_FIGURE_WIDTH, 5.6), constrained_layout=True)
-    plot_kept_capsules(axes[0, 0], images[index], r["indices"], model.config,
+    plot_kept_capsules(axes[0, 0], image, r["indices"], config,
                        title=f"image {index}: the {len(r['indices'])} kept capsules")
 
     ax = axes[0, 1]

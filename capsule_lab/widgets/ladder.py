@@ -13,7 +13,7 @@ import html
 
 import ipywidgets as widgets
 
-from ..figures.ladder import ladder_explorer_figure, ladder_explorer_result
+from ..figures.ladder import _draw_explorer, ladder_explorer_result
 from .figure_output import show_figure_png
 
 __all__ = ["LadderExplorer", "ladder_explorer"]
@@ -32,8 +32,9 @@ class LadderExplorer(widgets.VBox):
         # check every argument once (and the first picture) before building the widgets
         ladder_explorer_result(models, images, labels, k, index)
         self.models, self.images, self.labels = models, images, labels
-        self.k = widgets.ToggleButtons(options=[(f"K = {key}", key) for key in models], value=k,
-                                       description="kept", style={"button_width": "70px"})
+        options = [(key if isinstance(key, str) else f"K = {key}", key) for key in models]
+        self.k = widgets.ToggleButtons(options=options, value=k, description="kept",
+                                       style={"button_width": "70px"})
         self.index = widgets.IntSlider(value=index, min=0, max=images.shape[0] - 1, description="image",
                                        continuous_update=False, layout=widgets.Layout(width="60%"))
         self.image = widgets.Image(format="png")
@@ -48,11 +49,11 @@ class LadderExplorer(widgets.VBox):
     def _redraw(self, change=None) -> None:
         k, index = self.k.value, self.index.value
         self.result = r = ladder_explorer_result(self.models, self.images, self.labels, k, index)
-        fig = ladder_explorer_figure(self.models, self.images, self.labels, k, index)
+        fig = _draw_explorer(r, self.images[index], self.models[k].config)   # ladder_explorer_figure
         self.figure = show_figure_png(self.image, fig, dpi=80)
         j = r["prediction"]
-        line = (f"K = {k} · image {index} · true {r['label']} · predicted {j} (d = {float(r['activities'][j]):.3f}) · "
-                f"mean squared regression error {float(r['errors'][j]):.4f}")
+        line = (f"K = {k} · image {index} · true {r['label']} · predicted {j} "
+                f"(d = {float(r['activities'][j]):.3f}) · mean squared regression error {float(r['errors'][j]):.4f}")
         self.numbers.value = f"<pre>{html.escape(line)}</pre>"
 
 
