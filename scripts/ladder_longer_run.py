@@ -1,0 +1,80 @@
+"""Chapter 06's comparison trained longer than the quick profile allows, on a CPU, over three seeds.
+
+The quick profile trains each network for 2 epochs on 4k expanded digits (under a minute for all four); that is
+far from converged. This script runs the same study (:func:`capsule_lab.ladder_study.run_ladder_study`: the slim
+L-CapsNets with K = 16, 32, 64 and the matched slim CapsNet, the quick schedule) on all 8k offline training
+digits for 8 epochs, tests on all 2k offline test digits (clean and affine), for seeds 0, 1 and 2, and writes
+``capsule_lab/results/ladder_runs.json``: provenance (command, settings, torch, machine, threads, date), and per
+network and seed the accuracies, parameters, seconds, per-epoch training loss, and the activity profile of the
+primary capsules on the training images of digit 0 (the paper's Figure 4). Chapter 06 reads it with
+:func:`capsule_lab.ladder_study.shipped_ladder_runs`.
+
+    python scripts/ladder_longer_run.py                     # ~20-40 min on 2 CPU cores
+    python scripts/ladder_longer_run.py --quick --out /tmp/x.json   # a smoke test in seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from capsule_lab.ladder_study import activity_profiles, ladder_study_data, run_ladder_study  # noqa: E402
+from capsule_lab.profiles import chapter_settings, seed_everything  # noqa: E402
+
+OUT = ROOT / "capsule_lab" / "results" / "ladder_runs.json"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--train-size", type=int, default=8000)
+    parser.add_argument("--test-size", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a smoke test: 256 images, 1 epoch, seed 0")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.epochs, args.train_size, args.test_size = [0], 1, 256, 256
+    torch.set_num_threads(args.threads)
+    settings = replace(chapter_settings("06", "quick"), train_size=args.train_size, test_size=args.test_size,
+                       epochs=args.epochs)
+    data = ladder_study_data(settings)
+    started = time.perf_counter()
+    runs = {}
+    for seed in args.seeds:
+        seed_everything(seed)
+        networks = run_ladder_study(settings, data, seed=seed)
+        profiles = activity_profiles(networks, data[0], settings.profile_digit, settings.profile_top)
+        for name, net in networks.items():
+            runs.setdefault(name, {})[str(seed)] = {
+                "clean_accuracy": net.clean_accuracy, "affine_accuracy": net.affine_accuracy,
+                "parameters": net.parameters, "seconds": net.seconds, "train_loss": net.history.train_loss,
+                "activity_profile": [round(float(a), 5) for a in profiles[name]]}
+            print(f"seed {seed} {name:12} clean {net.clean_accuracy:.4f} affine {net.affine_accuracy:.4f} "
+                  f"({net.seconds:.0f} s)", flush=True)
+    report = {"provenance": {"command": "python scripts/ladder_longer_run.py " + " ".join(argv or sys.argv[1:]),
+                             "settings": asdict(settings),
+                             "seeds": args.seeds, "seconds": round(time.perf_counter() - started, 1),
+                             "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+                             "threads": args.threads, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+              "runs": runs}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
