@@ -40,7 +40,8 @@ import torch
 from .layers import capsule_votes
 from .routing import dynamic_routing, vote_free_routing
 
-__all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_median", "bench_routing"]
+__all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_median", "bench_routing", "training_step_seconds",
+           "step_models", "bench_steps"]
 
 #: The shapes benchmarked, as name → (B, I, D_in, J, D, iterations) — "sabour" is the digit layer of Sabour
 #: et al., "slim" the quick profile's class-capsule layer.

@@ -73,7 +73,7 @@ class TrainedNetwork:
 
     @property
     def affine_drop(self) -> float:
-        """How much accuracy the affine transformations cost: clean minus affine accuracy."""
+        """The accuracy lost to the affine transformations, clean minus affine accuracy."""
         return self.clean_accuracy - self.affine_accuracy
 
     def model(self, device="cpu") -> torch.nn.Module:

@@ -173,7 +173,6 @@ class LadderSettings:
     bench_repeats: int = 5
     profile_digit: int = 0
     profile_top: int = 300
-    threads: int = 2
 
     def __post_init__(self):
         if self.ladder.k not in self.ks:

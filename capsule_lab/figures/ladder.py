@@ -46,8 +46,8 @@ LADDER_COLOR = "tab:blue"       # Table 3: L-CapsNets
 CAPSNET_COLOR = "tab:red"       # and CapsNets
 KEPT_COLOR = "tab:orange"
 
-#: The ladder paper's Table 3: seconds per training iteration on 100 MNIST samples (mean, standard error), on
-#: the authors' machine; names as :func:`capsule_lab.bench.step_models` gives them.
+#: Seconds per training iteration on 100 MNIST samples, as (mean, standard error), from the ladder paper's
+#: Table 3 (the authors' machine); named as :func:`capsule_lab.bench.step_models` names the models.
 PAPER_TABLE3 = {"ladder K=50": (0.2034, 0.010), "ladder K=70": (0.2159, 0.008), "ladder K=100": (0.2953, 0.001),
                 "capsnet r=3": (1.732, 0.026), "capsnet r=4": (2.123, 0.041), "capsnet r=5": (2.656, 0.085)}
 
