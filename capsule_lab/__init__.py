@@ -6,44 +6,46 @@ routing lives in :mod:`capsule_lab.routing`.
 The package map — module, the concept it holds, the chapters that teach or use it. Each module imports only
 from modules above it in this table (``tests/test_package_map.py`` checks it):
 
-=================  ===========================================================================  ==========
-module             concept                                                                      chapters
-=================  ===========================================================================  ==========
-``_checks``        argument checks with one wording, naming the expected shape                  (all)
-``capsules``       capsules as vectors: ``squash``, ``squash_exp``, ``margin_loss``, primary    01–04
-                   capsules
-``routing``        how votes become couplings: ``procedure`` (the one routing procedure),       02–04
-                   ``routers`` (router objects), ``vote_free`` (routing without the votes)
-``layers``         a capsule layer: votes, then a pluggable router                              02, 04
-``ladder``         the ladder capsule layer: the K most active capsules and their code vector,  06
-                   weights built from the code, regression back to the kept capsules, the
-                   γ-activation
-``models``         one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04, 06
-                   (Mitterreiter et al.), ``ladder_capsnet`` (Jeong et al.)
-``data``           MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–06
-``modes``          ``eval_mode``: evaluation mode inside a ``with``                             02–05
-``training``       ``fit``, ``evaluate``, checkpoints                                           02–05
-``profiles``       quick and full settings, per chapter too; seeds, threads, device             01–06
-``tolerance``      a number from training checked within its stated band (``expect``)           02–05
-``gradients``      the gradient through routing by hand: the two terms, the coupling Jacobian   03
-``diagnostics``    what a trained network's capsules do: activation and routing statistics,     04
-                   dead capsules, per-capsule gradient norms
-``depth_study``    chapter 04's experiment: deep CapsNets trained over depths × routings        04
-``rem``            routing entropy minimisation: quantised couplings, parse-tree dictionaries,  05
-                   their entropy; magnitude pruning; the coupling saliency
-``saliency``       Grad-CAM (Captum) beside the coupling saliency, and how much they agree       05
-``rem_study``      chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)         05
-``ladder_study``   chapter 06's experiment: L-CapsNets over K against a matched CapsNet on       06
-                   expanded and affine digits
-``figures``        pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–06
-                   ``parse_tree``, ``rem``, ``ladder``
-``widgets``        interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–06
-                   ``parse_tree``, ``rem``, ``ladder``; each has a static figure for the book
-``bench``          how fast routing runs, against the machine's FLOP bound; a training step     02, 06
-                   per model
-``grading``        exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
-``cli``            the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —
-=================  ===========================================================================  ==========
+===================  ===========================================================================  ==========
+module               concept                                                                      chapters
+===================  ===========================================================================  ==========
+``_checks``          argument checks with one wording, naming the expected shape                  (all)
+``capsules``         capsules as vectors: ``squash``, ``squash_exp``, ``margin_loss``, primary    01–04
+                     capsules
+``routing``          how votes become couplings: ``procedure`` (the one routing procedure),       02–04
+                     ``routers`` (router objects), ``vote_free`` (routing without the votes)
+``layers``           a capsule layer: votes, then a pluggable router                              02, 04
+``ladder``           the ladder capsule layer: the K most active capsules and their code vector,  06
+                     weights built from the code, regression back to the kept capsules, the
+                     γ-activation
+``learned_routing``  learning the routing: the generic procedure of Algorithm 1, similarity       07
+                     routing (KL-penalised clustering, its closed form), LSTM routing, layers
+``models``           one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04, 06
+                     (Mitterreiter et al.), ``ladder_capsnet`` (Jeong et al.)
+``data``             MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–06
+``modes``            ``eval_mode``: evaluation mode inside a ``with``                             02–05
+``training``         ``fit``, ``evaluate``, checkpoints                                           02–05
+``profiles``         quick and full settings, per chapter too; seeds, threads, device             01–06
+``tolerance``        a number from training checked within its stated band (``expect``)           02–05
+``gradients``        the gradient through routing by hand: the two terms, the coupling Jacobian   03
+``diagnostics``      what a trained network's capsules do: activation and routing statistics,     04
+                     dead capsules, per-capsule gradient norms
+``depth_study``      chapter 04's experiment: deep CapsNets trained over depths × routings        04
+``rem``              routing entropy minimisation: quantised couplings, parse-tree dictionaries,  05
+                     their entropy; magnitude pruning; the coupling saliency
+``saliency``         Grad-CAM (Captum) beside the coupling saliency, and how much they agree       05
+``rem_study``        chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)         05
+``ladder_study``     chapter 06's experiment: L-CapsNets over K against a matched CapsNet on       06
+                     expanded and affine digits
+``figures``          pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–06
+                     ``parse_tree``, ``rem``, ``ladder``
+``widgets``          interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–06
+                     ``parse_tree``, ``rem``, ``ladder``; each has a static figure for the book
+``bench``            how fast routing runs, against the machine's FLOP bound; a training step     02, 06
+                     per model
+``grading``          exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
+``cli``              the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —
+===================  ===========================================================================  ==========
 
 ``routing``, ``models``, ``figures``, ``widgets`` and ``grading`` are packages (one module per concept
 inside). The book's API reference (``book/api/``) follows this order, one page per group.

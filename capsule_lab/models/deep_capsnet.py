@@ -120,20 +120,23 @@ class RoutingLayer(nn.Module):
     A :class:`~capsule_lab.layers.CapsuleLayer` (weight ``W`` of shape ``(I, J, d, d_in)``) whose router is
     RBA with ``iterations`` iterations started at the learned priors ``prior`` ``(I, J)`` (zeros at
     initialisation, or N(0, prior_std²); Mitterreiter et al., Algorithm 1), or uniform routing; the squash is
-    ``squash_exp`` (``squash="exp"``) or Sabour's ``squash`` (``squash="sabour"``).
+    ``squash_exp`` (``squash="exp"``) or Sabour's ``squash`` (``squash="sabour"``). ``router``, if given,
+    replaces the router that ``routing`` names (no priors then), e.g. a learned router of chapter 07.
 
     Chapter 04.
     """
 
     def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int, routing: str = "dynamic",
                  iterations: int = 3, learned_priors: bool = True, init_std: float = 1.0,
-                 squash: str = "exp", prior_std: float = 0.0):
+                 squash: str = "exp", prior_std: float = 0.0, router=None):
         super().__init__()
         _check_squash(squash)
         check_nonnegative(prior_std, "prior_std")
         self.routing = routing
         g = SQUASHES[squash]
-        if routing == "dynamic":
+        if router is not None:
+            self.prior = None
+        elif routing == "dynamic":
             self.prior = nn.Parameter(torch.zeros(in_caps, out_caps)) if learned_priors else None
             if self.prior is not None and prior_std > 0:
                 with torch.no_grad():                     # drawn only when asked: prior_std = 0 draws nothing
@@ -167,11 +170,14 @@ class DeepCapsNet(nn.Module):
     every routing layer is a :class:`RoutingLayer`. ``forward(x, targets=None)`` → :class:`DeepCapsNetOutput`
     with every capsule layer and every coupling tensor, for the diagnostics of
     :mod:`capsule_lab.diagnostics`; ``.lengths`` makes it work with :func:`capsule_lab.training.fit`.
+    ``routers``, if given, routes the L layers instead of ``config.routing``: a sequence of L routers, or a
+    function of the layer index l = 0 … L − 1 that returns one (e.g. ``lambda l: SimilarityRouter()``, a
+    learned router of chapter 07).
 
     Chapter 04.
     """
 
-    def __init__(self, config: DeepCapsNetConfig | None = None):
+    def __init__(self, config: DeepCapsNetConfig | None = None, routers=None):
         super().__init__()
         self.config = c = config or DeepCapsNetConfig.paper()
         convs, channels, size = [], c.in_channels, c.image_size
@@ -183,10 +189,18 @@ class DeepCapsNet(nn.Module):
         self.backbone = nn.Sequential(*convs, nn.Flatten(), nn.Linear(channels * size * size,
                                                                       c.capsules * c.capsule_dim))
         sizes = c.layer_sizes
+        if routers is not None:
+            if callable(routers) and not isinstance(routers, nn.Module):
+                routers = [routers(l) for l in range(c.routing_layers)]
+            routers = list(routers)
+            if len(routers) != c.routing_layers:
+                raise ValueError(f"routers must be {c.routing_layers} routers (one per routing layer) or a function "
+                                 f"of the layer index, got {len(routers)}")
         self.layers = nn.ModuleList(
             RoutingLayer(n_in, c.capsule_dim, n_out, c.capsule_dim, c.routing, c.iterations,
-                         c.learned_priors, c.init_std, c.squash, c.prior_std)
-            for n_in, n_out in zip(sizes, sizes[1:]))
+                         c.learned_priors, c.init_std, c.squash, c.prior_std,
+                         router=None if routers is None else routers[l])
+            for l, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])))
         self.decoder = (Decoder(c.classes, c.capsule_dim, c.decoder_hidden, c.image_size, c.in_channels)
                         if c.decoder else None)
 
