@@ -4,7 +4,7 @@ Taught in chapter 07 (``chapters/07_learned_routing.ipynb``), after Faria, "Lear
 consensus". Dynamic routing (chapter 02) fixes by hand how votes agree; here the routing procedure itself has
 parameters, learned by backpropagation with the rest of the network.
 
-**Votes** (eq. 1, after Wang & Liu): each vote is divided by the Frobenius norm of its matrix,
+**Votes** (eq. 1, after Wang & Liu): each vote is divided by the Frobenius norm of its matrix:
 
     v_ij = W_ij u_i / (‖W_ij‖_F + 10⁻⁶)                                  (:func:`normalized_votes`)
 
@@ -33,7 +33,7 @@ shape ``(B, I, J)`` either way. The default pose is the coupling-weighted mean
 
 T counts the compatibility updates, as in Algorithm 1: T iterations compute T + 1 poses. Sabour's
 dynamic routing with r iterations computes r poses and r − 1 logit updates, so it is T = r − 1 here
-(:func:`dynamic_routing_generic`), with
+(:func:`dynamic_routing_generic`), with:
 
     compatibility: r_ij ← r_ij + ⟨v_ij, μ_j⟩   (:func:`dynamic_compatibility`)
     pose:          μ_j = squash(Σ_i c_ij v_ij)  (:func:`squashed_sum_pose`)
@@ -43,17 +43,17 @@ dynamic routing with r iterations computes r poses and r − 1 logit updates, so
 and equals :func:`capsule_lab.routing.dynamic_routing` (``tests/test_learned_routing.py``).
 
 **Similarity routing** (§4.1). Routing as clustering: for each output j, with a kernel k and
-k_ij = k(μ_j, v_ij), minimise over the column c_{·j} (Σ_i c_ij = 1, c_ij ≥ 0)
+k_ij = k(μ_j, v_ij), minimise over the column c_{·j} (Σ_i c_ij = 1, c_ij ≥ 0):
 
     F(c_{·j}) = Σ_i c_ij (−k_ij) + λ1 KL(c_{·j} ‖ uniform) + λ2 KL(c_{·j} ‖ a)            (eq. 2-3)
             = Σ_i c_ij (−k_ij) + λ1 Σ_i c_ij log(I c_ij) + λ2 Σ_i c_ij log(c_ij / a_i)
 
-(:func:`similarity_objective`). With a Lagrange multiplier γ for Σ_i c_ij = 1, the gradient is zero when
+(:func:`similarity_objective`). With a Lagrange multiplier γ for Σ_i c_ij = 1, the gradient is zero when:
 
     −k_ij + λ1 (log c_ij + 1 + log I) + λ2 (log c_ij + 1 − log a_i) + γ = 0
     ⇔ (λ1 + λ2) log c_ij = k_ij + λ2 log a_i + const(j)
 
-so, after normalising over i (the constant goes into the normalisation),
+so, after normalising over i (the constant goes into the normalisation):
 
     c_ij = a_i^{λ2/(λ1+λ2)} exp(k_ij / (λ1+λ2)) / Σ_i' a_i'^{λ2/(λ1+λ2)} exp(k_i'j / (λ1+λ2))     (eq. 11)
 
@@ -61,11 +61,11 @@ so, after normalising over i (the constant goes into the normalisation),
 :func:`closed_form_couplings` their softmax over i (the compatibility function is eq. 12: these logits).
 F is strictly convex in c for λ1 + λ2 > 0, so this is the minimiser (checked against numerical
 minimisation in the tests). λ1 pulls c toward uniform (softer clusters), λ2 toward the input activations.
-The kernel is a mixture of Q Gaussians with softmax mixing weights (eq. 15, :func:`gaussian_mixture_kernel`)
+The kernel is a mixture of Q Gaussians with softmax mixing weights (eq. 15, :func:`gaussian_mixture_kernel`):
 
     k(x, y) = Σ_q softmax(w)_q exp(−‖x − y‖² / (2 ℓ_q²))
 
-and the output activation (eq. 13, :func:`similarity_activation`) is
+and the output activation (eq. 13, :func:`similarity_activation`) is:
 
     a_j = σ(θ1 Σ_i c_ij k_ij + |θ3| Σ_i c_ij log a_i + θ2).
 
@@ -149,14 +149,14 @@ __all__ = ["ACTIVATION_FLOOR", "NORMALIZATIONS", "KERNELS", "TABLE2", "GenericRo
            "closed_form_couplings", "similarity_activation", "similarity_routing", "route_capsules",
            "SimilarityRouter", "ConnectionistRouter", "LearnedRoutingLayer"]
 
-#: log a_i is taken as log max(a_i, ACTIVATION_FLOOR): finite for a silent capsule.
+#: The floor under the input activations before their log is taken, so that a silent capsule gets a finite log.
 ACTIVATION_FLOOR = 1e-6
-#: The two conventions: the softmax axis of the couplings ``(B, I, J)`` by name.
+#: The softmax axis of the couplings ``(B, I, J)`` for each of the two conventions, by name.
 NORMALIZATIONS = {"inputs": 1, "outputs": 2}
 #: Q, the number of Gaussian kernels in the mixture per layer of the paper's network (§5).
 KERNELS = {"conv_caps_1": 4, "conv_caps_2": 4, "class_caps": 10}
-#: The paper's Table 2: per layer, (hidden sizes of the compatibility network f_c, hidden sizes of the
-#: activation network f_a, the LSTM's hidden and cell size).
+#: The paper's Table 2 per layer of its network, as (hidden sizes of the compatibility network f_c, hidden sizes
+#: of the activation network f_a, the LSTM's hidden and cell size).
 TABLE2 = {"conv_caps_1": ((), (), 16), "conv_caps_2": ((32, 32), (64, 64), 16),
           "class_caps": ((64, 64), (124, 124), 16)}
 
