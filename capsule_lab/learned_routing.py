@@ -75,8 +75,9 @@ in the class layer, :data:`KERNELS`).
 **Connectionist routing** (§4.2, :class:`ConnectionistRouter`). One LSTM cell, shared by every pair (i, j),
 reads per pair ``x_ij = [μ_j, a_i, v_ij, c_ij]`` (2D + 2 numbers) each iteration; its hidden and cell states
 (zero at first) are carried across the iterations. A network f_c of the hidden state gives the logits
-``r_ij = f_c(h_ij)`` (softmax over i), and at the end a network f_a of the cell states summed over the inputs
-gives ``a_j = σ(f_a(Σ_i cell_ij))`` (eq. 14). Sizes: :data:`TABLE2`, the paper's Table 2.
+``r_ij = f_c(h_ij)`` (softmax over i), and at the end a network f_a of the cell states combined over the inputs
+gives ``a_j = σ(f_a(mean_i cell_ij))`` (eq. 14; ``combine="sum"``: Σ_i cell_ij). Sizes: :data:`TABLE2`, the
+paper's Table 2.
 
 **Using a router in a network.** A router here is an ``nn.Module`` whose parameters train with the network.
 ``router.route(votes, activations)`` routes given votes and activations and returns a
@@ -114,8 +115,12 @@ router=SimilarityRouter())`` (chapter 02's model, which reads class lengths as s
   r_ij), the second the activation network f_a (cell states → a_j): the order the text introduces them in,
   and the public code's ``compatibility_layers=[64, 64], activation_layers=[124, 124]`` for the class layer.
   Hidden layers use ReLU; f_c ends in a linear unit, f_a in a sigmoid.
-- *The cell states combined*: summed over the inputs i (not averaged), as the text's "combined" and the
-  public code do.
+- *The cell states combined*: averaged over the inputs i by default (``combine="mean"``); the public code
+  sums them (``combine="sum"``). The two differ by the factor 1/I, which f_a's first layer could absorb,
+  but at PyTorch's default initialisation the sum over I = 144 (slim CapsNet) to 1152 inputs drives the
+  output sigmoid into saturation: a slim CapsNet trained on 4000 offline digits (2 epochs, batch 64, Adam
+  3e-3, seed 0) reached 10 % test accuracy with the sum (every a_j near 0, margin loss 0.81 = 0.9²) and
+  95.6 % with the mean (dynamic routing: 97.1 %; similarity routing: 66.7 %).
 - *Output poses in a network*: ``a_j μ_j / ‖μ_j‖`` (a direction from the routing, a length from the
   activation), so models that read lengths as class scores and chain layers by lengths work unchanged.
 
@@ -697,7 +702,7 @@ class ConnectionistRouter(_LearnedRouter):
     Per iteration and pair, the cell reads ``[μ_j, a_i, v_ij, c_ij]`` (2D + 2 numbers; c_ij the couplings of
     the previous iteration, uniform at the first) and updates (h_ij, cell_ij), zero at first and carried
     across the iterations; ``r_ij = f_c(h_ij)``, c = softmax over i; after the last iteration
-    ``a_j = σ(f_a(Σ_i cell_ij))`` (eq. 14).
+    ``a_j = σ(f_a(mean_i cell_ij))`` (eq. 14; the public code's sum with ``combine="sum"``).
 
     Args:
         pose_dim: D, the dimension of the votes and poses.
@@ -706,6 +711,8 @@ class ConnectionistRouter(_LearnedRouter):
         activation_hidden: hidden sizes of f_a (Table 2, class layer: (124, 124)).
         iterations: T (the paper: 3).
         normalize_over: ``"inputs"`` (the paper) or ``"outputs"``.
+        combine: how the cell states of the I inputs are combined for f_a, ``"mean"`` (default) or ``"sum"``
+            (the public code; it saturates f_a's sigmoid when I is large, see the module's choices).
 
     ``route(votes, activations)`` → :class:`GenericRoutingResult` whose ``state`` is (h, cell), each
     ``(B, I, J, H)``; ``router(u, weight)`` → :class:`~capsule_lab.routing.RoutingResult` for a capsule layer.
@@ -715,9 +722,12 @@ class ConnectionistRouter(_LearnedRouter):
 
     def __init__(self, pose_dim: int, hidden: int = 16, compatibility_hidden: Sequence[int] = (64, 64),
                  activation_hidden: Sequence[int] = (124, 124), iterations: int = 3,
-                 normalize_over: str = "inputs"):
+                 normalize_over: str = "inputs", combine: str = "mean"):
         super().__init__(iterations, normalize_over)
         check_positive_int(pose_dim, "pose_dim")
+        if combine not in ("mean", "sum"):
+            raise ValueError(f"combine must be 'mean' or 'sum', got {combine!r}")
+        self.combine = combine
         check_positive_int(hidden, "hidden")
         compatibility_hidden = _check_hidden(compatibility_hidden, "compatibility_hidden")
         activation_hidden = _check_hidden(activation_hidden, "activation_hidden")
@@ -744,10 +754,11 @@ class ConnectionistRouter(_LearnedRouter):
         return self.compatibility_net(h).squeeze(-1), (h, cell)
 
     def activation(self, state, couplings, votes, poses, activations) -> torch.Tensor:
-        """``a_j = σ(f_a(Σ_i cell_ij))`` ``(B, J)`` (zero cell states when no iteration ran)."""
+        """``a_j = σ(f_a(mean_i cell_ij))`` (or the sum) ``(B, J)``; zero cell states when no iteration ran."""
         if state is None:
             state = self.initial_state(votes)
-        return self.activation_net(state[1].sum(dim=1)).squeeze(-1)
+        cells = state[1].mean(dim=1) if self.combine == "mean" else state[1].sum(dim=1)
+        return self.activation_net(cells).squeeze(-1)
 
     def route(self, votes: torch.Tensor, activations: Optional[torch.Tensor] = None, *, history: bool = False
               ) -> GenericRoutingResult:
@@ -760,7 +771,7 @@ class ConnectionistRouter(_LearnedRouter):
 
     def extra_repr(self) -> str:
         return f"pose_dim={self.pose_dim}, hidden={self.hidden}, iterations={self.iterations}, " \
-               f"normalize_over={self.normalize_over!r}"
+               f"normalize_over={self.normalize_over!r}, combine={self.combine!r}"
 
 
 class LearnedRoutingLayer(nn.Module):

@@ -224,10 +224,11 @@ def test_couplings_sum_to_one_over_the_named_axis(over, axis):
 
 # ------------------------------------------------------------------------------------ connectionist router
 
-def test_connectionist_router_against_a_loop_over_pairs():
+@pytest.mark.parametrize("combine", ["mean", "sum"])
+def test_connectionist_router_against_a_loop_over_pairs(combine):
     torch.manual_seed(1)
     router = ConnectionistRouter(2, hidden=3, compatibility_hidden=(4,), activation_hidden=(4, 4),
-                                 iterations=2).double()
+                                 iterations=2, combine=combine).double()
     votes, a = random_votes(1, 3, 2, 2, seed=12), random_activations(1, 3, seed=13)
     res = router.route(votes, a)
     I, J, T = 3, 2, 2
@@ -244,7 +245,8 @@ def test_connectionist_router_against_a_loop_over_pairs():
                 r[i, j] = router.compatibility_net(h[i][j])[0, 0]
         c = torch.softmax(r, dim=0)
         mu = [sum(c[i, j] * votes[0, i, j] for i in range(I)) for j in range(J)]
-    act = [router.activation_net(sum(cell[i][j] for i in range(I)))[0, 0] for j in range(J)]
+    scale = 1 / I if combine == "mean" else 1.0
+    act = [router.activation_net(scale * sum(cell[i][j] for i in range(I)))[0, 0] for j in range(J)]
     assert torch.allclose(res.couplings[0], c, atol=1e-13)
     assert torch.allclose(res.poses[0], torch.stack(mu), atol=1e-13)
     assert torch.allclose(res.activations[0], torch.stack(act), atol=1e-13)
@@ -415,6 +417,7 @@ def test_bad_input_raises_value_error():
         (lambda: normalized_votes(torch.randn(2, 4, 3), torch.randn(3, 2, 5, 3)), "u must have shape"),
         (lambda: ConnectionistRouter(3).route(votes, a), "pose_dim"),
         (lambda: ConnectionistRouter(0), "pose_dim must be an integer >= 1"),
+        (lambda: ConnectionistRouter(2, combine="max"), "combine must be"),
         (lambda: SimilarityRouter(lam1=0.0), "lam1 must be a number > 0"),
         (lambda: SimilarityRouter(kernels=2, length_scales=[1.0]), "length_scales must be 2 numbers"),
         (lambda: SimilarityRouter(normalize_over="j"), "normalize_over"),
