@@ -104,7 +104,11 @@ router=SimilarityRouter())`` (chapter 02's model, which reads class lengths as s
 - *λ parametrisation*: λ = softplus(ρ) ≥ 0, ℓ_q = exp(log ℓ_q) > 0, mixing weights softmax(w), θ free (θ3
   enters as ``|θ3|`` as the paper writes). Initial values: λ1 = λ2 = 0.1 (so 1/(λ1+λ2) = 5 and a vote at
   distance 0 is e⁵ times more compatible than a far one), ℓ_q log-spaced over [0.1, 1] (the votes lie in the
-  unit ball), w = 0 (equal mixing), θ = (1, 0, 1).
+  unit ball), w = 0 (equal mixing), θ = (10, −5, 1): the agreement Σ_i c_ij k_ij lies in (0, 1], and
+  θ1 = 10, θ2 = −5 map it onto σ(−5) … σ(5), past the margin loss's 0.1 and 0.9 (logits ∓2.2), centred at
+  agreement 0.5. With θ = (1, 0, 1) a_j can only move within σ(−∞ … 1) and Adam moves the scalars slowly: one
+  epoch of a slim CapsNet on 4000 offline digits (batch 64, Adam 3e-3, seed 0) reached 13 % test accuracy
+  with θ = (1, 0, 1) and 83 % with (10, −5, 1).
 - *Outputs convention for the learned routers*: available (``normalize_over="outputs"``) for comparison;
   then the closed form is applied with a softmax over j, which no longer minimises F (whose constraint is
   Σ_i c_ij = 1).
@@ -120,7 +124,7 @@ router=SimilarityRouter())`` (chapter 02's model, which reads class lengths as s
   but at PyTorch's default initialisation the sum over I = 144 (slim CapsNet) to 1152 inputs drives the
   output sigmoid into saturation: a slim CapsNet trained on 4000 offline digits (2 epochs, batch 64, Adam
   3e-3, seed 0) reached 10 % test accuracy with the sum (every a_j near 0, margin loss 0.81 = 0.9²) and
-  95.6 % with the mean (dynamic routing: 97.1 %; similarity routing: 66.7 %).
+  95.6 % with the mean (the same setup: dynamic routing 97.1 %, similarity routing 90.6 %).
 - *Output poses in a network*: ``a_j μ_j / ‖μ_j‖`` (a direction from the routing, a length from the
   activation), so models that read lengths as class scores and chain layers by lengths work unchanged.
 
@@ -610,14 +614,14 @@ class SimilarityRouter(_LearnedRouter):
         iterations: T, the compatibility updates (the paper: 3).
         lam1, lam2: initial λ1, λ2 > 0 (parametrised as softplus of a free parameter).
         length_scales: initial ℓ ``(Q,)`` (default log-spaced over [0.1, 1]); parametrised as exp(log ℓ).
-        theta: initial (θ1, θ2, θ3).
+        theta: initial (θ1, θ2, θ3) (default (10, −5, 1), see the module's choices).
         normalize_over: ``"inputs"`` (the paper) or ``"outputs"``.
 
     Chapter 07.
     """
 
     def __init__(self, kernels: int = 10, iterations: int = 3, lam1: float = 0.1, lam2: float = 0.1,
-                 length_scales: Optional[Sequence[float]] = None, theta: Sequence[float] = (1.0, 0.0, 1.0),
+                 length_scales: Optional[Sequence[float]] = None, theta: Sequence[float] = (10.0, -5.0, 1.0),
                  normalize_over: str = "inputs"):
         super().__init__(iterations, normalize_over)
         check_positive_int(kernels, "kernels")

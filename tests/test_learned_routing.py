@@ -351,7 +351,7 @@ def test_deep_capsnet_with_learned_routers_trains_one_step():
     def make(l):
         if l == 0:
             return SimilarityRouter(kernels=4)
-        return ConnectionistRouter(4, hidden=4, compatibility_hidden=(4,), activation_hidden=(4,))
+        return ConnectionistRouter(4, hidden=4, compatibility_hidden=(8,), activation_hidden=())  # no dead ReLU
 
     model = DeepCapsNet(config, routers=make)
     assert not any("prior" in n for n, _ in model.named_parameters())
