@@ -88,14 +88,15 @@ protocol of :class:`~capsule_lab.layers.CapsuleLayer`) it does what a capsule la
 router=SimilarityRouter())`` (chapter 02's model, which reads class lengths as scores) trains unchanged, and
 :class:`LearnedRoutingLayer` is the same as a stand-alone layer.
 
-**Where the paper is silent, this module chooses** (the tests check each):
+**Where the paper is silent, this module chooses:**
 
 - *Initial couplings*: uniform (r⁰ = 0, so c⁰ = 1/I over the inputs, or 1/J over the outputs), as the public
   code does; ``initial_logits`` can start elsewhere (e.g. ``log a_i``, the code's "with prior" variant).
 - *μ normalisation*: the pose is the coupling-weighted mean Σ_i c_ij v_ij / Σ_i c_ij, nothing more (no squash,
   no unit length): with Σ_i c_ij = 1 it is a convex combination of the votes and stays in the unit ball.
-  Eq. 4 alternates μ and c; the μ that exactly minimises F for fixed c would also weight each vote by
-  its kernel value — Algorithm 1 and the public code use the plain weighted mean, and so does this module.
+  The paper alternates μ for fixed c (eq. 4) and c for fixed μ (eq. 11); for a Gaussian kernel the μ that
+  exactly minimises F for fixed c would also weight each vote by its kernel value (a fixed point, not a
+  closed form); Algorithm 1 and the public code use the plain weighted mean, and so does this module.
 - *KL(c ‖ a)* uses the activations as given (not renormalised to sum to 1): renormalising changes F by the
   constant λ2 log Σ_i a_i and not the minimiser.
 - *How a_i enters*: a_i = ‖u_i‖ (the input capsule's length); ``log a_i`` is taken as
@@ -127,6 +128,9 @@ router=SimilarityRouter())`` (chapter 02's model, which reads class lengths as s
   95.6 % with the mean (the same setup: dynamic routing 97.1 %, similarity routing 90.6 %).
 - *Output poses in a network*: ``a_j μ_j / ‖μ_j‖`` (a direction from the routing, a length from the
   activation), so models that read lengths as class scores and chain layers by lengths work unchanged.
+- *Parameters per layer*: each router object has its own parameters, so each layer learns its own routing;
+  §4.1 says the kernel parameters are "shared across layers" in its experiments (the sentence is ambiguous):
+  pass the same router object to several layers to share them.
 
 Shapes (B batch, I input capsules, J output capsules, D output dimension, H the LSTM's hidden size):
     votes        (B, I, J, D)
