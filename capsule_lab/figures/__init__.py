@@ -10,6 +10,8 @@
 - :mod:`~capsule_lab.figures.ladder` — the ladder capsule network: lengths and couplings of the most active
   capsules, activity by rank per K, seconds per training step, the kept capsules on the image and what the
   ladder layer regresses (chapter 06);
+- :mod:`~capsule_lab.figures.learned_routing` — similarity routing as clustering: one output capsule's votes,
+  couplings and pose per (λ1, λ2), the paper's Figure 2 (chapter 07);
 - :mod:`~capsule_lab.figures.style` — the maximum figure width and the output capsules' colours.
 
 Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works.
@@ -21,6 +23,8 @@ from .gradients import (draw_routing_graph, plot_gradient_history, plot_gradient
 from .ladder import (PAPER_TABLE3, activity_profile_figure, coupling_length_figure, kept_capsule_positions,
                      ladder_explorer_figure, ladder_explorer_result, plot_activity_profile, plot_coupling_length,
                      plot_kept_capsules, plot_step_times, step_time_figure)
+from .learned_routing import (DEFAULT_PAIRS, SimilarityClusters, plot_similarity_routing, similarity_clusters,
+                              similarity_grid_figure, toy_votes)
 from .parse_tree import (ParseTreeSummary, format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
                          parse_tree_summary, plot_parse_tree)
 from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure, keys_per_class_figure,
@@ -45,4 +49,6 @@ __all__ = [
     "PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "plot_activity_profile",
     "activity_profile_figure", "plot_step_times", "step_time_figure", "kept_capsule_positions",
     "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure",
+    "DEFAULT_PAIRS", "SimilarityClusters", "toy_votes", "similarity_clusters", "plot_similarity_routing",
+    "similarity_grid_figure",
 ]

@@ -8,6 +8,8 @@ function that draws exactly what the widget shows at its default values, for the
 - :mod:`~capsule_lab.widgets.rem` — the pruning explorer: a class's parse tree along REM's pruned run (chapter 05);
 - :mod:`~capsule_lab.widgets.ladder` — the ladder explorer: the kept capsules and their regression, per K and
   image (chapter 06);
+- :mod:`~capsule_lab.widgets.learned_routing` — the similarity-routing explorer: λ1, λ2, the kernel's width and
+  the iterations for one output capsule's votes (chapter 07);
 - :mod:`~capsule_lab.widgets.figure_output` — how a widget shows its figure.
 
 The widgets are thin: the maths lives in :mod:`capsule_lab.routing` and :mod:`capsule_lab.gradients`, the
@@ -18,6 +20,8 @@ current state is kept in ``.figure`` and the numbers behind it in ``.result`` / 
 
 from .gradients import GradientTermsExplorer, gradient_terms_explorer, gradient_terms_figure
 from .ladder import LadderExplorer, ladder_explorer
+from .learned_routing import (LAMBDA_VALUES, LENGTH_SCALES, SimilarityRoutingExplorer, similarity_routing_explorer,
+                              similarity_routing_explorer_figure, similarity_routing_result)
 from .parse_tree import ParseTreeExplorer, parse_tree_explorer
 from .poses import SABOUR_PERTURBATIONS, PoseExplorer, pose_explorer, pose_explorer_figure, pose_sweep
 from .rem import PruningExplorer, pruning_explorer
@@ -30,4 +34,6 @@ __all__ = [
     "parse_tree_explorer", "ParseTreeExplorer",
     "pruning_explorer", "PruningExplorer",
     "ladder_explorer", "LadderExplorer",
+    "LAMBDA_VALUES", "LENGTH_SCALES", "similarity_routing_result", "similarity_routing_explorer_figure",
+    "similarity_routing_explorer", "SimilarityRoutingExplorer",
 ]
