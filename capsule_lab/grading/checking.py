@@ -1,6 +1,6 @@
 """Running a student's function on a task's cases and judging the result: :func:`check`, :class:`CheckResult`.
 
-Used by every chapter's exercise notebook (chapters 01–06)::
+Used by every chapter's exercise notebook (chapters 01–07)::
 
     from capsule_lab.grading import check
     check("01.squash", squash)          # prints ✔ or ✘ with a hint, returns a CheckResult
@@ -387,7 +387,7 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     which case> — hint: <hint>`` (unless ``verbose=False``) and returns a :class:`CheckResult`. This is
     feedback in the student's kernel; ``capsule-lab grade`` scores the notebook on its own.
 
-    Tasks: see :data:`~capsule_lab.grading.tasks.TASKS` (chapters 01–06). Unknown ids raise ``ValueError``.
+    Tasks: see :data:`~capsule_lab.grading.tasks.TASKS` (chapters 01–07). Unknown ids raise ``ValueError``.
     """
     task = get_task(task_id)
     fraction, failed = 0.0, []

@@ -1,6 +1,6 @@
 """The evaluation child of ``capsule-lab grade``: the student's functions run on the grader's inputs here.
 
-Used for every chapter's exercises (chapters 01–06). :mod:`capsule_lab.grading.evaluation` starts this
+Used for every chapter's exercises (chapters 01–07). :mod:`capsule_lab.grading.evaluation` starts this
 module as its own process (``python -I``, calling :func:`run` with WORKDIR), in a new session, and kills
 it when a task runs past its time limit. Nothing this process writes decides a score: it only turns the
 student's functions into *values* (plain tensors), which the grader compares with the answers it

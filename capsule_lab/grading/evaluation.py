@@ -1,4 +1,4 @@
-"""Scoring a notebook's functions in a process the grader owns (``capsule-lab grade``, chapters 01–06).
+"""Scoring a notebook's functions in a process the grader owns (``capsule-lab grade``, chapters 01–07).
 
 The grade of a task comes from here, never from what ran in the student's kernel:
 

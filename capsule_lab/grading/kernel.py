@@ -1,4 +1,4 @@
-"""Running a student's notebook in a kernel for its outputs and errors (``capsule-lab grade``, chapters 01–06).
+"""Running a student's notebook in a kernel for its outputs and errors (``capsule-lab grade``, chapters 01–07).
 
 :func:`run_notebook` executes an in-memory copy of the notebook with nbclient, a per-cell time limit and a
 cap on each cell's stored output, and reports which cells raised, which timed out and whether the kernel

@@ -1,6 +1,6 @@
 """Refusing the answer: the package functions that compute a task's answer raise while the student's runs.
 
-Used by every chapter's graded exercise (chapters 01–06). An exercise asks the student to write, say,
+Used by every chapter's graded exercise (chapters 01–07). An exercise asks the student to write, say,
 dynamic routing; the package already holds it (``capsule_lab.routing.dynamic_routing``). So while the
 student's function for a task runs, the task's reference and the functions listed in its ``answers``
 (:class:`~capsule_lab.grading.tasks.Task`) raise :class:`AnswerRefused` ("this task asks for your own

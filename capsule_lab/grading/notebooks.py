@@ -1,4 +1,4 @@
-"""Grading students' notebooks (what instructors run; chapters 01–06): :func:`grade_notebook`, :func:`grade`.
+"""Grading students' notebooks (what instructors run; chapters 01–07): :func:`grade_notebook`, :func:`grade`.
 
 :func:`grade_notebook` grades one notebook in three steps, all owned by the grader's process:
 
@@ -99,7 +99,7 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     ``status`` is one of ``passed wrong error timeout``, ``not found``, ``refused``. ``graded`` is False
     (with ``grading_error``) only when grading itself failed: no kernel could start, the evaluation process
     could not start. Raises ``ValueError`` for a missing file, a bad time limit or an unknown chapter.
-    Chapters 01–06 (``capsule-lab grade``).
+    Chapters 01–07 (``capsule-lab grade``).
     """
     import nbformat
 
@@ -204,7 +204,7 @@ def grade(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike = "repo
     ``cell_timeouts`` and ``cell_errors`` (in the kernel's run) and ``grading_error``. A notebook that
     cannot be graded at all (unreadable, no chapter) gets a report with ``graded: false`` and its
     ``grading_error`` instead of stopping the batch. Every task's answers are computed before the first
-    notebook runs. Chapters 01–06 (``capsule-lab grade``).
+    notebook runs. Chapters 01–07 (``capsule-lab grade``).
     """
     paths = [Path(p) for p in paths]
     if not paths:

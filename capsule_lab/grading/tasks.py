@@ -1,4 +1,4 @@
-"""The task framework of the grading checks (chapters 01–06): what a graded exercise is, and the registry.
+"""The task framework of the grading checks (chapters 01–07): what a graded exercise is, and the registry.
 
 A :class:`Task` holds the course's reference implementation, the :class:`Case` inputs a student's
 function is compared on, the hints (a general one, and one per known mistake, :class:`WrongAnswer`), the
@@ -13,8 +13,10 @@ Each chapter's tasks live in their own module, which builds its tasks and hands 
 ``tasks_02.py`` (chapter 02: ``02.couplings``, ``02.routing_step``, ``02.dynamic_routing``, …),
 ``tasks_03.py`` (chapter 03, gradients through routing), ``tasks_04.py`` (chapter 04, dead capsules),
 ``tasks_05.py`` (chapter 05, REM: ``05.quantize_keys``, ``05.class_entropy``, ``05.flip_entropy``,
-``05.global_prune``, ``05.entropy_vs_iterations``) and ``tasks_06.py`` (chapter 06, the ladder capsule network:
-``06.top_k``, ``06.regression``, ``06.gamma_activation``, ``06.ladder_forward``, ``06.activity_under_noise``). A
+``05.global_prune``, ``05.entropy_vs_iterations``), ``tasks_06.py`` (chapter 06, the ladder capsule network:
+``06.top_k``, ``06.regression``, ``06.gamma_activation``, ``06.ladder_forward``, ``06.activity_under_noise``) and
+``tasks_07.py`` (chapter 07, learned routing: ``07.closed_form``, ``07.kernel_mixture``, ``07.predict_coupling``,
+``07.similarity_loop``, ``07.entropy_vs_lambda``). A
 later chapter adds its ``tasks_NN.py`` the same way, and
 one import line in ``capsule_lab/grading/__init__.py``, which imports the chapter modules so that the registry
 is complete as soon as ``capsule_lab.grading`` is imported.
@@ -142,7 +144,7 @@ def register(*tasks: Task) -> None:
 
 
 def task_ids() -> list[str]:
-    """All task ids, sorted. Chapters 01–06."""
+    """All task ids, sorted. Chapters 01–07."""
     return sorted(TASKS)
 
 
