@@ -20,13 +20,13 @@ module               concept                                                    
                      γ-activation
 ``learned_routing``  learning the routing: the generic procedure of Algorithm 1, similarity       07
                      routing (KL-penalised clustering, its closed form), LSTM routing, layers
-``models``           one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04, 06
+``models``           one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04, 06, 07
                      (Mitterreiter et al.), ``ladder_capsnet`` (Jeong et al.)
-``data``             MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–06
+``data``             MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–07
 ``modes``            ``eval_mode``: evaluation mode inside a ``with``                             02–05
-``training``         ``fit``, ``evaluate``, checkpoints                                           02–05
-``profiles``         quick and full settings, per chapter too; seeds, threads, device             01–06
-``tolerance``        a number from training checked within its stated band (``expect``)           02–05
+``training``         ``fit``, ``evaluate``, checkpoints                                           02–07
+``profiles``         quick and full settings, per chapter too; seeds, threads, device             01–07
+``tolerance``        a number from training checked within its stated band (``expect``)           02–07
 ``gradients``        the gradient through routing by hand: the two terms, the coupling Jacobian   03
 ``diagnostics``      what a trained network's capsules do: activation and routing statistics,     04
                      dead capsules, per-capsule gradient norms
@@ -37,11 +37,14 @@ module               concept                                                    
 ``rem_study``        chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)         05
 ``ladder_study``     chapter 06's experiment: L-CapsNets over K against a matched CapsNet on       06
                      expanded and affine digits
-``figures``          pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–06
-                     ``parse_tree``, ``rem``, ``ladder``
-``widgets``          interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–06
-                     ``parse_tree``, ``rem``, ``ladder``; each has a static figure for the book
-``bench``            how fast routing runs, against the machine's FLOP bound; a training step     02, 06
+``routing_study``    chapter 07's experiment: one CapsNet trained with dynamic, similarity and    07
+                     connectionist routing on MNIST and Fashion-MNIST
+``figures``          pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–07
+                     ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``
+``widgets``          interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–07
+                     ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``; each has a static
+                     figure for the book
+``bench``            how fast routing runs, against the machine's FLOP bound; a training step     02, 06, 07
                      per model
 ``grading``          exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
 ``cli``              the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —

@@ -23,7 +23,8 @@ from .models import CapsNetConfig, DeepCapsNetConfig, LadderCapsNetConfig
 from .models.capsnet import BackboneConfig
 
 __all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup",
-           "GradientStudySettings", "DepthStudySettings", "RemSettings", "LadderSettings", "CHAPTER_SETTINGS", "chapter_settings"]
+           "GradientStudySettings", "DepthStudySettings", "RemSettings", "LadderSettings",
+           "LearnedRoutingSettings", "CHAPTER_SETTINGS", "chapter_settings"]
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,8 @@ class LadderSettings:
 
     ``ks`` are the numbers of kept capsules the chapter trains an L-CapsNet for (``ladder`` with its ``k``
     replaced); ``ladder.k`` is the main one. ``capsnet`` must have the same conv and primary capsules (every
-    :class:`~capsule_lab.models.capsnet.BackboneConfig` field); the chapter's has no decoder and r = 3. Every network trains with the same data, epochs and schedule (Adam, ``lr``
+    :class:`~capsule_lab.models.capsnet.BackboneConfig` field); the chapter's has no decoder and r = 3. Every
+    network trains with the same data, epochs and schedule (Adam, ``lr``
     decayed by ``lr_decay`` per epoch: the paper gives the start, 10⁻³, and no epoch count or rate). ``bench``
     names the sizes :func:`capsule_lab.bench.step_models` times for Table 3 (``"full"``: the paper's, on 28×28
     MNIST). ``profile_digit`` and ``profile_top``: Figure 4 averages the ``profile_top`` largest activities of
@@ -177,7 +179,8 @@ class LadderSettings:
     def __post_init__(self):
         if self.ladder.k not in self.ks:
             raise ValueError(f"ks must contain the main network's k = {self.ladder.k}, got {self.ks!r}")
-        differ = [f.name for f in fields(BackboneConfig) if getattr(self.capsnet, f.name) != getattr(self.ladder, f.name)]
+        differ = [f.name for f in fields(BackboneConfig)
+                  if getattr(self.capsnet, f.name) != getattr(self.ladder, f.name)]
         if differ:
             raise ValueError(f"the CapsNet must have the ladder's conv and primary capsules to be matched; "
                              f"{', '.join(differ)} differ")
@@ -186,6 +189,36 @@ class LadderSettings:
         """The L-CapsNet that keeps ``k`` capsules (the main network's sizes otherwise)."""
         return replace(self.ladder, k=k)
 
+
+@dataclass(frozen=True)
+class LearnedRoutingSettings:
+    """Chapter 07's experiment: one CapsNet backbone trained with each router — dynamic, similarity and
+    connectionist routing — on each dataset, with the same data, epochs and optimiser.
+
+    ``capsnet`` is the backbone (conv, primary capsules, class capsules; no decoder). The paper's own network
+    (convolutional capsule layers with 4×4 pose matrices) is not built in this course: both profiles route
+    Sabour's primary capsules to the class capsules, with the routers' sizes of the paper's class layer
+    (``kernels`` Gaussian kernels; an LSTM of ``lstm_hidden`` units with Table 2's hidden layers). Adam from
+    ``lr`` with an exponential decay of ``lr_decay`` per epoch (the paper: Adam 3·10⁻³, exponential decay; its
+    rate is not given). ``step_batches``: training steps timed per router.
+    """
+
+    capsnet: CapsNetConfig
+    routers: tuple
+    datasets: tuple
+    train_size: int | None      # None: the whole training set
+    test_size: int | None       # None: the whole test set
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float
+    iterations: int = 3
+    kernels: int = 10
+    lstm_hidden: int = 16
+    step_batches: int = 3
+
+
+ROUTERS_07 = ("dynamic", "similarity", "connectionist")
 
 CHAPTER_SETTINGS = {
     # Quick: 3 epochs on 3k digits keep the three runs of chapter 03 under a minute on 2 CPU cores.
@@ -232,6 +265,18 @@ CHAPTER_SETTINGS = {
                                capsnet=CapsNetConfig.sabour(image_size=40, decoder=False), train_size=None,
                                test_size=10000, epochs=50, batch_size=128, lr=1e-3, lr_decay=0.9, bench="full",
                                bench_repeats=20, profile_digit=0, profile_top=300),
+    },
+    # Quick: the slim CapsNet (144 primary capsules, no decoder) with each router on 2k digits of each dataset,
+    # one epoch, batch 64: the LSTM router costs ~5 ms an image on 2 CPU cores, the others under 1 ms.
+    "07": {
+        "quick": LearnedRoutingSettings(CapsNetConfig.slim(decoder=False), ROUTERS_07, datasets=("mnist", "fashion"),
+                                        train_size=2000, test_size=500, epochs=1, batch_size=64, lr=3e-3,
+                                        lr_decay=0.9),
+        # Full: Sabour's CapsNet (no decoder) on all 60k images of each dataset, 100 epochs as the paper trains,
+        # Adam 3e-3 decayed by 0.96 per epoch (the rate is ours).
+        "full": LearnedRoutingSettings(CapsNetConfig.sabour(decoder=False), ROUTERS_07, datasets=("mnist", "fashion"),
+                                       train_size=None, test_size=None, epochs=100, batch_size=128, lr=3e-3,
+                                       lr_decay=0.96, step_batches=20),
     },
 }
 

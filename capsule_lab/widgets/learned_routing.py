@@ -27,7 +27,7 @@ from .figure_output import show_figure_png
 __all__ = ["LAMBDA_VALUES", "LENGTH_SCALES", "similarity_routing_result", "similarity_routing_explorer_figure",
            "SimilarityRoutingExplorer", "similarity_routing_explorer"]
 
-#: The values the λ1 and λ2 sliders offer: 0, then roughly log-spaced from 0.01 to 10.
+#: Slider values for λ1 and λ2 — 0, then roughly log-spaced from 0.01 to 10.
 LAMBDA_VALUES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 #: The values the kernel-width slider offers (the votes lie in the unit disc).
 LENGTH_SCALES = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
