@@ -15,40 +15,25 @@ primary capsules on the training images of digit 0 (the paper's Figure 4). Chapt
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import sys
 import time
-from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
+for path in (ROOT, ROOT / "scripts"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 from capsule_lab.ladder_study import activity_profiles, ladder_study_data, run_ladder_study  # noqa: E402
 from capsule_lab.profiles import chapter_settings, seed_everything  # noqa: E402
+from longer_run import parse_arguments, write_report  # noqa: E402
 
 OUT = ROOT / "capsule_lab" / "results" / "ladder_runs.json"
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--train-size", type=int, default=8000)
-    parser.add_argument("--test-size", type=int, default=2000)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="a smoke test: 256 images, 1 epoch, seed 0")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.seeds, args.epochs, args.train_size, args.test_size = [0], 1, 256, 256
-    torch.set_num_threads(args.threads)
+    args = parse_arguments(__doc__, argv, epochs=8, train_size=8000, test_size=2000, smoke_size=256, out=OUT)
     settings = replace(chapter_settings("06", "quick"), train_size=args.train_size, test_size=args.test_size,
                        epochs=args.epochs)
     data = ladder_study_data(settings)
@@ -65,15 +50,7 @@ def main(argv=None) -> None:
                 "activity_profile": [round(float(a), 5) for a in profiles[name]]}
             print(f"seed {seed} {name:12} clean {net.clean_accuracy:.4f} affine {net.affine_accuracy:.4f} "
                   f"({net.seconds:.0f} s)", flush=True)
-    report = {"provenance": {"command": "python scripts/ladder_longer_run.py " + " ".join(argv or sys.argv[1:]),
-                             "settings": asdict(settings),
-                             "seeds": args.seeds, "seconds": round(time.perf_counter() - started, 1),
-                             "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
-                             "threads": args.threads, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")},
-              "runs": runs}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_report("ladder_longer_run.py", argv, args, settings, started, runs)
 
 
 if __name__ == "__main__":

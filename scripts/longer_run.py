@@ -1,0 +1,58 @@
+"""What the longer-run scripts share: their command line and the provenance of the report they write.
+
+``scripts/ladder_longer_run.py`` (chapter 06) and ``scripts/routing_longer_run.py`` (chapter 07) each run a
+chapter's quick study on more data, for more epochs and over several seeds, on a CPU, and write a JSON report
+that the chapter reads beside its own quick numbers. Both take the same options (seeds, epochs, training and test
+sizes, threads, ``--quick`` for a smoke test, ``--out``) and record the same provenance, so it lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+
+def parse_arguments(doc: str, argv, *, epochs: int, train_size: int, test_size: int, smoke_size: int,
+                    out: Path) -> argparse.Namespace:
+    """The options of a longer run, parsed from ``argv`` (None: ``sys.argv``). ``--quick`` replaces the seeds,
+    epochs and sizes by a smoke test's: seed 0, 1 epoch, ``smoke_size`` training and test images. The thread
+    count is applied to torch here.
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--train-size", type=int, default=train_size)
+    parser.add_argument("--test-size", type=int, default=test_size)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a smoke test: {smoke_size} images, 1 epoch, seed 0")
+    parser.add_argument("--out", type=Path, default=out)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.epochs, args.train_size, args.test_size = [0], 1, smoke_size, smoke_size
+    torch.set_num_threads(args.threads)
+    return args
+
+
+def write_report(script: str, argv, args: argparse.Namespace, settings, started: float, runs: dict) -> None:
+    """Write ``{"provenance": …, "runs": runs}`` to ``args.out``: the command (``script`` and its arguments), the
+    settings trained with, the seeds, the seconds since ``started`` (a ``time.perf_counter()``), torch's version,
+    the machine, the threads and the date (UTC).
+    """
+    report = {"provenance": {"command": f"python scripts/{script} " + " ".join(argv or sys.argv[1:]),
+                             "settings": asdict(settings), "seeds": args.seeds,
+                             "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__,
+                             "machine": platform.processor() or platform.machine(), "threads": args.threads,
+                             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+              "runs": runs}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}")
