@@ -52,8 +52,11 @@ SETUP_STAMP := $(VENV)/.stamp-setup
 DATA_STAMP  := $(DATA_DIR)/.stamp-capsule-lab-data
 
 NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb solutions/*.ipynb))
-# Notebooks run one at a time: a chapter's kernel trains with 2 threads, and two such kernels on a 2-core
-# machine oversubscribe it (measured: all notebooks took 8 m 48 s under `-n 2`, 2 m 56 s one at a time).
+# NB_WORKERS notebooks at a time (pytest-xdist, each notebook whole on one worker). With 2-thread kernels, one at a
+# time: two of them oversubscribe 2 cores (chapters 02 + 03: 81 s one at a time, 82 s two at a time). With 1-thread
+# kernels, two at a time use both cores (the same pair: 65 s), so the 1-thread pass of `make test` runs two.
+NB_WORKERS ?= 1
+NB_XDIST = $(if $(filter-out 1,$(NB_WORKERS)),-n $(NB_WORKERS) --dist loadfile,)
 # Time limits, so that a stall fails loudly instead of eating CI's 90 minutes: a cell that hangs is interrupted
 # after CELL_TIMEOUT seconds (the slowest cell, chapter 03's training, takes ~40 s); a notebook's remaining cells
 # fail once it has run NOTEBOOK_TIME_LIMIT seconds (the slowest notebook takes ~60 s); a whole pass is
@@ -180,7 +183,7 @@ test: $(SETUP_STAMP) data chromium $(VENDOR_FILES)
 	$(MAKE) --no-print-directory test-unit || status=$$?; \
 	$(MAKE) --no-print-directory test-notebooks || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
 	echo "== the notebooks again, with AVX2-only CPU kernels and 1 thread"; \
-	$(MAKE) --no-print-directory test-notebooks NB_KERNELS="$(AVX2_KERNELS)" NB_THREADS=1 \
+	$(MAKE) --no-print-directory test-notebooks NB_KERNELS="$(AVX2_KERNELS)" NB_THREADS=1 NB_WORKERS=2 \
 	  || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
 	exit $$status
 
@@ -189,7 +192,7 @@ test-unit: $(SETUP_STAMP)
 
 test-notebooks: $(SETUP_STAMP)
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
-	$(NB_ENV) timeout -s INT -k 60 $(NOTEBOOK_PASS_LIMIT) $(PY) -m pytest $(NBVAL_ARGS) $(NOTEBOOKS)
+	$(NB_ENV) timeout -s INT -k 60 $(NOTEBOOK_PASS_LIMIT) $(PY) -m pytest $(NBVAL_ARGS) $(NB_XDIST) $(NOTEBOOKS)
 
 # The notebooks under each change of CPU kernels and thread count on its own, then both together.
 test-portable: $(SETUP_STAMP) data

@@ -4,7 +4,9 @@ Loaded by the Makefile with ``-p tests.nbval_time_limit --notebook-time-limit=SE
 stopped by nbval's own ``--nbval-cell-timeout`` (it interrupts the kernel and fails that cell by name); this
 plugin bounds the slow drift that a per-cell limit cannot see: once a notebook has run longer than its limit,
 each of its remaining cells fails at once, naming the notebook, its time so far and its slowest cell. So a
-stalled or crawling notebook costs at most its limit, never CI's 90 minutes, and says where it stalled.
+stalled or crawling notebook costs at most its limit, never CI's 90 minutes, and says where it stalled. Under
+pytest-xdist (``-n 2 --dist loadfile``: each notebook on one worker) the limits hold per worker and the summary
+comes from the controller.
 """
 
 from __future__ import annotations
@@ -46,13 +48,12 @@ def pytest_runtest_setup(item):
                     "its remaining cells are not run", pytrace=False)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    start = time.monotonic()
-    yield
-    notebook = _notebook(item)
-    if notebook is not None:
-        _cell_seconds[notebook][item.name] = time.monotonic() - start
+def pytest_runtest_logreport(report):
+    """Each cell's time, from its report: called in the process that ran the cell and, under pytest-xdist, again
+    in the controller, so the summary below lists every notebook whichever worker ran it."""
+    notebook, _, cell = report.nodeid.partition("::")
+    if report.when == "call" and notebook.endswith(".ipynb"):
+        _cell_seconds[notebook][cell] = report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
