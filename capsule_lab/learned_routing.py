@@ -160,7 +160,8 @@ __all__ = ["ACTIVATION_FLOOR", "NORMALIZATIONS", "KERNELS", "TABLE2", "GenericRo
            "dynamic_compatibility", "squashed_sum_pose", "length_activation", "dynamic_routing_generic",
            "gaussian_mixture_kernel", "kernel_matrix", "similarity_objective", "closed_form_logits",
            "closed_form_couplings", "similarity_activation", "similarity_routing", "route_capsules",
-           "SimilarityRouter", "ConnectionistRouter", "LearnedRoutingLayer"]
+           "SimilarityRouter", "ConnectionistRouter", "LearnedRoutingLayer",
+           "GenericDynamicRouter"]
 
 #: The floor under the input activations before their log is taken, so that a silent capsule gets a finite log.
 ACTIVATION_FLOOR = 1e-6
@@ -819,3 +820,30 @@ class LearnedRoutingLayer(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.in_caps}x{self.in_dim} -> {self.out_caps}x{self.out_dim}"
+
+
+class GenericDynamicRouter(_LearnedRouter):
+    """Sabour's dynamic routing with the learned routers' protocol, so that one network can swap it for them.
+
+    ``route(votes, activations)`` → :class:`GenericRoutingResult` from :func:`dynamic_routing_generic`:
+    ``iterations`` is Sabour's r ≥ 1 (r poses, r − 1 logit updates ``r_ij ← r_ij + ⟨v_ij, μ_j⟩``), the
+    couplings are normalised over the outputs j (``normalize_over="outputs"``), the poses are squashed sums and
+    the output activations their lengths ``a_j = |μ_j|``. The input ``activations`` are accepted and
+    **ignored**: dynamic routing has no input activations (each input's vote length plays that role).
+    ``router(u, weight)`` → :class:`~capsule_lab.routing.RoutingResult` for a capsule layer
+    (:func:`route_capsules`; the poses it returns are the squashed μ_j themselves). It has no parameters.
+
+    Chapter 07.
+    """
+
+    def __init__(self, iterations: int = 3):
+        check_positive_int(iterations, "iterations")
+        super().__init__(iterations, "outputs")
+
+    def route(self, votes: torch.Tensor, activations: Optional[torch.Tensor] = None, *, history: bool = False
+              ) -> GenericRoutingResult:
+        """Route ``votes`` ``(B, I, J, D)`` by dynamic routing with r = ``iterations``; ``activations`` ignored."""
+        return dynamic_routing_generic(votes, self.iterations, history=history)
+
+    def extra_repr(self) -> str:
+        return f"iterations={self.iterations}, normalize_over={self.normalize_over!r}"

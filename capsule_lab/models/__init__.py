@@ -6,6 +6,9 @@
   (``DeepCapsNetConfig.quick()/.paper()``, ``RoutingLayer``) — chapter 04.
 - :mod:`~capsule_lab.models.ladder_capsnet`: Jeong et al.'s ladder capsule network ``LadderCapsNet``
   (``LadderCapsNetConfig.paper()/.slim()``) and ``ladder_capsnet_loss`` — chapter 06.
+- :mod:`~capsule_lab.models.conv_capsnet`: Faria's convolutional capsule network ``ConvCapsNet`` with 4×4 pose
+  matrices (``ConvCapsNetConfig.paper()/.slim()``, Table 1), its layers and ``paper_routers`` (Table 2) —
+  chapter 07.
 
 Every name is re-exported here: ``from capsule_lab.models import CapsNet, DeepCapsNet`` works.
 """
@@ -13,7 +16,11 @@ Every name is re-exported here: ``from capsule_lab.models import CapsNet, DeepCa
 from .capsnet import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
 from .deep_capsnet import DeepCapsNet, DeepCapsNetConfig, DeepCapsNetOutput, RoutingLayer
 from .ladder_capsnet import LadderCapsNet, LadderCapsNetConfig, LadderCapsNetOutput, ladder_capsnet_loss
+from .conv_capsnet import (ClassCapsuleLayer, ConvCapsNet, ConvCapsNetConfig, ConvCapsNetOutput, ConvCapsuleLayer,
+                           paper_routers)
 
 __all__ = ["CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss",
            "DeepCapsNetConfig", "DeepCapsNetOutput", "RoutingLayer", "DeepCapsNet",
-           "LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss"]
+           "LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss",
+           "ConvCapsNetConfig", "ConvCapsNetOutput", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet",
+           "paper_routers"]

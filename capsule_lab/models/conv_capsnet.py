@@ -1,0 +1,469 @@
+"""The convolutional capsule network of Faria's "Learning to compute inner consensus" (§5, Table 1). Chapter 07.
+
+The paper trains one network with each routing procedure (dynamic, similarity, connectionist) "for three
+iterations"; the network is "a slight modification of the smaller Capsule Network" of Hinton et al.'s matrix
+capsules: every pose is a 4×4 matrix (stored flattened, 16 numbers), batch normalisation follows the first
+convolution, and the votes are eq. 1's normalised matrix products. Three layers route:
+
+    layer                          Table 1              28×28 MNIST          32×32 smallNORB crops
+    conv + ReLU + BatchNorm        K=5, S=2, A=64       12×12×64             14×14×64
+    primary capsules               K=1, S=1, B=8        12×12×8 (×16 + 1)    14×14×8
+    conv capsules 1                K=3, S=2, C=16       5×5×16               6×6×16
+    conv capsules 2                K=3, S=1, D=16       3×3×16               4×4×16
+    class capsules                 flatten, O=classes   10 (144 inputs)      5 (256 inputs)
+
+One class, two sizes:
+
+    ConvCapsNetConfig.paper()   the table's sizes. On smallNORB (32×32, 1 channel, 5 classes) it has
+                                86,408 parameters outside the routers — the paper's "86K parameters,
+                                excluding the ones pertaining to the different routing procedures":
+                                conv 1664 + BatchNorm 128 + primary 8320 + 520 + W₁ 18,432 + W₂ 36,864
+                                + W_class 20,480. On 28×28 MNIST (10 classes): 88,968.
+    ConvCapsNetConfig.slim()    the same layers at CPU size: A=16, B=4, C=D=8.
+
+**Primary capsules.** From the normalised feature map x, at every position a 1×1 convolution gives B poses
+(B × 16 numbers, each read row by row as a 4×4 matrix P_i) and another 1×1 convolution followed by a sigmoid
+gives B activations a_i ∈ (0, 1).
+
+**A convolutional capsule layer** (:class:`ConvCapsuleLayer`, kernel K, stride S, no padding). An output
+position (y, x) sees the K·K·T input capsules of its receptive field, numbered i = (ky, kx, t) row by row:
+I = K·K·T inputs, each with its own transformation matrix W_ij (4×4) for each output type j — the matrices
+``(K, K, T, J, 4, 4)`` are shared over the positions, as a convolution's kernel is. The votes are eq. 1 with
+a matrix product (not a 16×16 map of the flattened pose):
+
+    v_ij = W_ij P_i / (‖W_ij‖_F + 10⁻⁶)                                               (:func:`matrix_votes`)
+
+so ``‖v_ij‖_F ≤ ‖P_i‖_F``. Every output position is then routed on its own by the layer's router:
+
+    router.route(votes (B·H'·W', I, J, 16), activations (B·H'·W', I)) → poses (…, J, 16), activations (…, J)
+
+and the J routed capsules of each position form the layer's output grid ``(B, H', W', J, 16)``. The patches
+are gathered with ``Tensor.unfold`` (no loop over positions); ``tests/test_conv_capsnet.py`` checks a layer
+against a loop over positions that indexes each receptive field and routes it alone.
+
+**The class capsule layer** (:class:`ClassCapsuleLayer`, "flatten, O=classes"): every capsule of the last
+grid (H·W·D of them) is an input with its **own** W_ij ``(I, classes, 4, 4)``, not shared over positions
+(this is what makes the paper's parameter count come out), routed to the classes. The class capsules'
+activations are the scores: :class:`ConvCapsNetOutput` names them ``lengths`` so that
+:func:`~capsule_lab.models.capsnet_loss` (the margin loss; no decoder here, ``reconstruction`` is None)
+trains the network unchanged.
+
+**Routers** (:func:`paper_routers`). Each of the three routing layers holds its own router object, anything
+with ``route(votes, activations)`` → :class:`~capsule_lab.learned_routing.GenericRoutingResult`:
+:class:`~capsule_lab.learned_routing.GenericDynamicRouter` (the default),
+:class:`~capsule_lab.learned_routing.SimilarityRouter` (Q = 4, 4, 10 kernels,
+:data:`~capsule_lab.learned_routing.KERNELS`) or :class:`~capsule_lab.learned_routing.ConnectionistRouter`
+(Table 2's sizes, :data:`~capsule_lab.learned_routing.TABLE2`). "Three iterations" is read in each
+procedure's own terms: Sabour's r = 3 for dynamic routing (3 poses, 2 logit updates) and Algorithm 1's
+T = 3 for the learned routers (3 compatibility updates, 4 poses), as in chapter 07's experiment.
+
+**Where the paper is silent, this module chooses:**
+
+- *The pose a layer passes on* is the router's μ_j itself and its activation the router's a_j: matrix capsules
+  carry the two separately (no rescaling of the pose by the activation, unlike
+  :func:`~capsule_lab.learned_routing.route_capsules`). With dynamic routing a_j = ``|μ_j|`` and the input
+  activations are ignored: the primary activations' 1×1 convolution then gets no gradient.
+- *Primary poses* are the 1×1 convolution's outputs as they are (no squash): after the BatchNorm they have a
+  moderate scale, and every later pose is a weighted mean (or a squashed sum) of normalised votes.
+- *W's initialisation*: normal with standard deviation ``init_std`` (0.05, as
+  :class:`~capsule_lab.learned_routing.LearnedRoutingLayer`); its scale does not change the normalised votes.
+
+Shapes (B batch, H × W a grid, T input types, J output types or classes, I inputs of one routing):
+    images           (B, in_channels, image_size, image_size)
+    a capsule grid   poses (B, H, W, T, 16), activations (B, H, W, T)
+    conv votes       (B, H', W', I, J, 16), I = K·K·T
+    class votes      (B, I, classes, 16), I = H·W·D
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import NamedTuple, Optional, Sequence
+
+import torch
+from torch import nn
+
+from .._checks import check_nonnegative, check_positive_int, check_tensor, shape_error
+from ..learned_routing import KERNELS, TABLE2, ConnectionistRouter, GenericDynamicRouter, SimilarityRouter
+
+__all__ = ["POSE_SIZE", "POSE_DIM", "ROUTER_KINDS", "ROUTING_LAYERS", "ConvCapsNetConfig", "ConvCapsNetOutput",
+           "CapsuleGrid", "matrix_votes", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet", "paper_routers"]
+
+#: The side of a pose matrix: every pose is 4×4.
+POSE_SIZE = 4
+#: The number of pose entries, 4·4 = 16: the ``pose_dim`` a router of this network must route.
+POSE_DIM = POSE_SIZE * POSE_SIZE
+#: The router kinds :func:`paper_routers` builds.
+ROUTER_KINDS = ("dynamic", "similarity", "connectionist")
+#: The three routing layers, in order, by the names of :data:`~capsule_lab.learned_routing.KERNELS` and
+#: :data:`~capsule_lab.learned_routing.TABLE2`.
+ROUTING_LAYERS = ("conv_caps_1", "conv_caps_2", "class_caps")
+
+_VOTE_EPS = 1e-6
+
+
+# ------------------------------------------------------------------------------------------------ sizes
+
+def _grid_after(size: int, kernel: int, stride: int) -> int:
+    """The side of a valid (unpadded) convolution's output: ⌊(size − K) / S⌋ + 1, or 0 if the kernel does not fit."""
+    return (size - kernel) // stride + 1 if size >= kernel else 0
+
+
+@dataclass(frozen=True)
+class ConvCapsNetConfig:
+    """Sizes of a :class:`ConvCapsNet` (Faria, Table 1). Chapter 07.
+
+    ``conv_channels`` is Table 1's A, ``primary_types`` B, ``caps1_types`` C, ``caps2_types`` D; the kernels
+    and strides are the table's (5/2, then 1×1 primary capsules, 3/2, 3/1). ``init_std``: the normal
+    initialisation of the transformation matrices W.
+    """
+
+    image_size: int = 28
+    in_channels: int = 1
+    classes: int = 10
+    conv_channels: int = 64
+    conv_kernel: int = 5
+    conv_stride: int = 2
+    primary_types: int = 8
+    caps1_types: int = 16
+    caps1_kernel: int = 3
+    caps1_stride: int = 2
+    caps2_types: int = 16
+    caps2_kernel: int = 3
+    caps2_stride: int = 1
+    init_std: float = 0.05
+
+    def __post_init__(self):
+        for f in fields(self):
+            if f.name not in ("classes", "init_std"):
+                check_positive_int(getattr(self, f.name), f.name)
+        check_positive_int(self.classes, "classes", minimum=2)
+        check_nonnegative(self.init_std, "init_std")
+        size = self.image_size
+        for name, kernel, stride in (("conv", self.conv_kernel, self.conv_stride),
+                                     ("conv capsule layer 1", self.caps1_kernel, self.caps1_stride),
+                                     ("conv capsule layer 2", self.caps2_kernel, self.caps2_stride)):
+            if size < kernel:
+                raise ValueError(f"image_size {self.image_size} is too small for the layers: the {name}'s "
+                                 f"{kernel}×{kernel} kernel does not fit its {size}×{size} input")
+            size = _grid_after(size, kernel, stride)
+
+    @classmethod
+    def paper(cls, image_size: int = 28, in_channels: int = 1, classes: int = 10, **changes) -> "ConvCapsNetConfig":
+        """Table 1's network: A=64, B=8, C=D=16. ``paper(32, 1, 5)`` is the smallNORB model (86,408 parameters
+        outside the routers), ``paper()`` the MNIST one (88,968)."""
+        return replace(cls(image_size=image_size, in_channels=in_channels, classes=classes), **changes)
+
+    @classmethod
+    def slim(cls, image_size: int = 28, in_channels: int = 1, classes: int = 10, **changes) -> "ConvCapsNetConfig":
+        """The same layers at CPU size: A=16 conv channels, B=4 primary types, C=D=8 capsule types."""
+        return replace(cls(image_size=image_size, in_channels=in_channels, classes=classes, conv_channels=16,
+                           primary_types=4, caps1_types=8, caps2_types=8), **changes)
+
+    @property
+    def grids(self) -> tuple:
+        """The sides of the square grids (primary capsules, conv capsules 1, conv capsules 2): (12, 5, 3) on 28×28
+        with the paper's kernels, (14, 6, 4) on 32×32."""
+        g0 = _grid_after(self.image_size, self.conv_kernel, self.conv_stride)
+        g1 = _grid_after(g0, self.caps1_kernel, self.caps1_stride)
+        return g0, g1, _grid_after(g1, self.caps2_kernel, self.caps2_stride)
+
+    @property
+    def primary_caps(self) -> int:
+        """The number of primary capsules, grid positions × types."""
+        return self.grids[0] ** 2 * self.primary_types
+
+    @property
+    def class_inputs(self) -> int:
+        """The number of inputs of the class capsule layer: every capsule of conv capsule layer 2."""
+        return self.grids[2] ** 2 * self.caps2_types
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------- votes
+
+def matrix_votes(poses: torch.Tensor, weight: torch.Tensor, eps: float = _VOTE_EPS) -> torch.Tensor:
+    """Eq. 1 with 4×4 pose matrices: ``v_ij = W_ij P_i / (‖W_ij‖_F + eps)``, a matrix product.
+
+    poses ``(..., I, 16)`` (each P_i read row by row as a 4×4 matrix), weight ``(I, J, 4, 4)`` → votes
+    ``(..., I, J, 16)`` (each vote flattened row by row). Multiplying W_ij by a factor leaves v_ij unchanged
+    (up to eps) and ``‖v_ij‖_F <= ‖P_i‖_F``. Chapter 07.
+    """
+    check_tensor(weight, "weight", f"(I, J, {POSE_SIZE}, {POSE_SIZE})", ndim=4, nonempty=True, floating=True)
+    I, J = weight.shape[:2]
+    if weight.shape[2:] != (POSE_SIZE, POSE_SIZE):
+        raise shape_error("weight", f"(I, J, {POSE_SIZE}, {POSE_SIZE})", weight)
+    check_tensor(poses, "poses", f"(..., I, {POSE_DIM}) with I = {I}", min_ndim=2, floating=True)
+    if poses.shape[-2:] != (I, POSE_DIM):
+        raise shape_error("poses", f"(..., I, {POSE_DIM}) with I = {I}", poses)
+    check_nonnegative(eps, "eps")
+    normalized = weight / (torch.linalg.matrix_norm(weight) + eps)[..., None, None]      # W_ij / ‖W_ij‖_F
+    P = poses.unflatten(-1, (POSE_SIZE, POSE_SIZE))                                      # (..., I, 4, 4)
+    votes = torch.einsum("ijab,...ibc->...ijac", normalized, P)                          # (..., I, J, 4, 4)
+    return votes.flatten(-2)
+
+
+# --------------------------------------------------------------------------------------------- layers
+
+class CapsuleGrid(NamedTuple):
+    """One routed capsule layer's output. Chapter 07.
+
+    poses ``(B, H, W, J, 16)`` (the class layer: ``(B, J, 16)``), activations ``(B, H, W, J)`` (``(B, J)``),
+    couplings ``(B, H, W, I, J)`` (``(B, I, J)``): each output position's couplings of its I inputs.
+    """
+
+    poses: torch.Tensor
+    activations: torch.Tensor
+    couplings: torch.Tensor
+
+
+def _check_router(router, name: str):
+    """``router`` if it has a callable ``route`` and, if it declares a ``pose_dim``, routes 16-D poses."""
+    if not callable(getattr(router, "route", None)):
+        raise ValueError(f"{name} must have a method route(votes, activations), got {router!r}")
+    pose_dim = getattr(router, "pose_dim", POSE_DIM)
+    if pose_dim != POSE_DIM:
+        raise ValueError(f"{name}'s pose_dim must be {POSE_DIM} (4×4 pose matrices), got {pose_dim!r}")
+    return router
+
+
+def _route(router, votes: torch.Tensor, activations: torch.Tensor):
+    """Call ``router.route`` on votes ``(N, I, J, 16)`` and check the shapes of what comes back."""
+    N, I, J, D = votes.shape
+    routed = router.route(votes, activations)
+    for value, name, shape in ((routed.poses, "poses", (N, J, D)), (routed.activations, "activations", (N, J)),
+                               (routed.couplings, "couplings", (N, I, J))):
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+            raise shape_error(f"the router's {name}", str(shape), value)
+    return routed
+
+
+class ConvCapsuleLayer(nn.Module):
+    """A convolutional capsule layer (Table 1's conv capsule layers): every output position routes the K·K·T
+    capsules of its receptive field to J capsule types. Chapter 07.
+
+    ``forward(poses, activations)``: poses ``(B, H, W, T, 16)``, activations ``(B, H, W, T)`` →
+    :class:`CapsuleGrid` with poses ``(B, H', W', J, 16)``, H' = ⌊(H − K) / S⌋ + 1 (no padding). The weight
+    ``(K, K, T, J, 4, 4)`` is shared over positions; input i of a position is (ky, kx, t), row by row.
+    ``router``: anything with ``route(votes, activations)`` (its ``pose_dim``, if any, must be 16).
+    """
+
+    def __init__(self, in_types: int, out_types: int, kernel: int, stride: int, router, init_std: float = 0.05):
+        super().__init__()
+        for value, name in ((in_types, "in_types"), (out_types, "out_types"), (kernel, "kernel"), (stride, "stride")):
+            check_positive_int(value, name)
+        check_nonnegative(init_std, "init_std")
+        self.in_types, self.out_types, self.kernel, self.stride = in_types, out_types, kernel, stride
+        self.weight = nn.Parameter(torch.randn(kernel, kernel, in_types, out_types, POSE_SIZE, POSE_SIZE) * init_std)
+        self.router = _check_router(router, "router")
+
+    @property
+    def inputs(self) -> int:
+        """The number I = K·K·T of input capsules each output position routes."""
+        return self.kernel * self.kernel * self.in_types
+
+    def _check(self, poses, activations) -> None:
+        T, D = self.in_types, POSE_DIM
+        check_tensor(poses, "poses", f"(B, H, W, T, {D}) with T = {T}", sizes=(None, None, None, T, D), floating=True)
+        B, H, W = poses.shape[:3]
+        if H < self.kernel or W < self.kernel:
+            raise shape_error("poses", f"(B, H, W, {T}, {D}) with H, W >= kernel = {self.kernel}", poses)
+        check_tensor(activations, "activations", f"(B, H, W, T) = ({B}, {H}, {W}, {T})", sizes=(B, H, W, T),
+                     floating=True)
+
+    def patches(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple:
+        """Each output position's receptive field: poses ``(B, H', W', I, 16)`` and activations
+        ``(B, H', W', I)``, input i = (ky, kx, t) row by row (``Tensor.unfold``, views until the reshape)."""
+        self._check(poses, activations)
+        K, S = self.kernel, self.stride
+        p = poses.unfold(1, K, S).unfold(2, K, S)             # (B, H', W', T, 16, ky, kx)
+        a = activations.unfold(1, K, S).unfold(2, K, S)       # (B, H', W', T, ky, kx)
+        B, H1, W1 = p.shape[:3]
+        p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, H1, W1, self.inputs, POSE_DIM)
+        a = a.permute(0, 1, 2, 4, 5, 3).reshape(B, H1, W1, self.inputs)
+        return p, a
+
+    def votes(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple:
+        """The votes ``(B, H', W', I, J, 16)`` of every receptive field (:func:`matrix_votes`, W shared over
+        positions) and the input activations ``(B, H', W', I)``."""
+        p, a = self.patches(poses, activations)
+        weight = self.weight.reshape(self.inputs, self.out_types, POSE_SIZE, POSE_SIZE)   # i = (ky, kx, t)
+        return matrix_votes(p, weight), a
+
+    def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> CapsuleGrid:
+        votes, a = self.votes(poses, activations)
+        B, H1, W1, I, J, D = votes.shape
+        # every output position is one routing problem: N = B·H'·W' of them, each I inputs → J outputs
+        routed = _route(self.router, votes.reshape(B * H1 * W1, I, J, D), a.reshape(B * H1 * W1, I))
+        return CapsuleGrid(routed.poses.reshape(B, H1, W1, J, D), routed.activations.reshape(B, H1, W1, J),
+                           routed.couplings.reshape(B, H1, W1, I, J))
+
+    def extra_repr(self) -> str:
+        return f"{self.in_types} -> {self.out_types} types, kernel={self.kernel}, stride={self.stride}"
+
+
+class ClassCapsuleLayer(nn.Module):
+    """The class capsule layer (Table 1's "flatten, O=classes"): I input capsules, each with its own
+    W_ij ``(I, J, 4, 4)``, routed to J class capsules. Chapter 07.
+
+    ``forward(poses, activations)``: poses ``(B, I, 16)``, activations ``(B, I)`` → :class:`CapsuleGrid` with
+    poses ``(B, J, 16)``, activations ``(B, J)`` and couplings ``(B, I, J)``.
+    """
+
+    def __init__(self, in_caps: int, classes: int, router, init_std: float = 0.05):
+        super().__init__()
+        check_positive_int(in_caps, "in_caps")
+        check_positive_int(classes, "classes")
+        check_nonnegative(init_std, "init_std")
+        self.in_caps, self.classes = in_caps, classes
+        self.weight = nn.Parameter(torch.randn(in_caps, classes, POSE_SIZE, POSE_SIZE) * init_std)
+        self.router = _check_router(router, "router")
+
+    def votes(self, poses: torch.Tensor) -> torch.Tensor:
+        """The votes ``(B, I, J, 16)`` (:func:`matrix_votes`, one W_ij per input capsule)."""
+        return matrix_votes(poses, self.weight)
+
+    def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> CapsuleGrid:
+        I = self.in_caps
+        check_tensor(poses, "poses", f"(B, I, {POSE_DIM}) with I = {I}", sizes=(None, I, POSE_DIM), floating=True)
+        check_tensor(activations, "activations", f"(B, I) = ({poses.shape[0]}, {I})", sizes=(poses.shape[0], I),
+                     floating=True)
+        routed = _route(self.router, self.votes(poses), activations)
+        return CapsuleGrid(routed.poses, routed.activations, routed.couplings)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_caps} -> {self.classes}"
+
+
+# ---------------------------------------------------------------------------------------------- model
+
+class ConvCapsNetOutput(NamedTuple):
+    """What a :class:`ConvCapsNet` returns. Chapter 07.
+
+    lengths ``(B, classes)``: the class capsules' activations, the scores (named as
+    :class:`~capsule_lab.models.CapsNetOutput`'s so that :func:`~capsule_lab.models.capsnet_loss` works).
+    poses ``(B, classes, 16)``: the class capsules' poses. couplings ``(B, I, classes)``: the class layer's.
+    primary ``(B, I0, 16)``: the primary poses, capsule (y, x, type) row by row; primary_activations
+    ``(B, I0)``. reconstruction: None (no decoder). layer_couplings: the couplings of conv capsule layer 1
+    ``(B, H1, W1, I1, C)``, conv capsule layer 2 ``(B, H2, W2, I2, D)`` and the class layer ``(B, I, classes)``.
+    layer_activations: conv capsule layer 1's ``(B, H1, W1, C)`` and layer 2's ``(B, H2, W2, D)``.
+    """
+
+    lengths: torch.Tensor
+    poses: torch.Tensor
+    couplings: torch.Tensor
+    primary: torch.Tensor
+    reconstruction: Optional[torch.Tensor]
+    primary_activations: torch.Tensor
+    layer_couplings: tuple
+    layer_activations: tuple
+
+
+class ConvCapsNet(nn.Module):
+    """Faria's convolutional capsule network (Table 1) with a router per routing layer. Chapter 07.
+
+    ``ConvCapsNet(config, routers)``: ``config`` a :class:`ConvCapsNetConfig` (default ``paper()``);
+    ``routers`` three router objects for conv capsule layer 1, conv capsule layer 2 and the class layer, each
+    with ``route(votes, activations)`` (and ``pose_dim`` 16 if it declares one), e.g.
+    ``paper_routers("similarity")``; None: three :class:`~capsule_lab.learned_routing.GenericDynamicRouter`.
+    ``forward(images)`` → :class:`ConvCapsNetOutput`. :meth:`router_parameters` and :meth:`parameter_counts`
+    separate the routers' parameters from the rest (the paper counts the network without them).
+    """
+
+    def __init__(self, config: Optional[ConvCapsNetConfig] = None, routers: Optional[Sequence] = None):
+        super().__init__()
+        self.config = c = config if config is not None else ConvCapsNetConfig.paper()
+        if not isinstance(c, ConvCapsNetConfig):
+            raise ValueError(f"config must be a ConvCapsNetConfig, got {type(c).__name__}")
+        if routers is None:
+            routers = [GenericDynamicRouter() for _ in ROUTING_LAYERS]
+        elif isinstance(routers, (str, bytes)) or not hasattr(routers, "__iter__"):
+            raise ValueError(f"routers must be a sequence of 3 routers (conv capsules 1, conv capsules 2, class "
+                             f"capsules), got {type(routers).__name__}")
+        routers = list(routers)
+        if len(routers) != len(ROUTING_LAYERS):
+            raise ValueError(f"routers must be a sequence of 3 routers (conv capsules 1, conv capsules 2, class "
+                             f"capsules), got {len(routers)}")
+        for router, name in zip(routers, ROUTING_LAYERS):
+            _check_router(router, f"the {name} router")
+        A, B, C, D = c.conv_channels, c.primary_types, c.caps1_types, c.caps2_types
+        # conv → ReLU → BatchNorm (Table 1's first row)
+        self.conv = nn.Conv2d(c.in_channels, A, c.conv_kernel, c.conv_stride)
+        self.norm = nn.BatchNorm2d(A)
+        # primary capsules: 1×1 convolutions to B poses of 16 numbers and B activations
+        self.primary_poses = nn.Conv2d(A, B * POSE_DIM, 1)
+        self.primary_activations = nn.Conv2d(A, B, 1)
+        self.caps1 = ConvCapsuleLayer(B, C, c.caps1_kernel, c.caps1_stride, routers[0], c.init_std)
+        self.caps2 = ConvCapsuleLayer(C, D, c.caps2_kernel, c.caps2_stride, routers[1], c.init_std)
+        self.class_caps = ClassCapsuleLayer(c.class_inputs, c.classes, routers[2], c.init_std)
+
+    @property
+    def routers(self) -> tuple:
+        """The three routers (conv capsule layer 1, conv capsule layer 2, class capsules)."""
+        return self.caps1.router, self.caps2.router, self.class_caps.router
+
+    def router_parameters(self) -> list:
+        """The routers' parameters, each once (a router object shared by several layers counts once)."""
+        seen, out = set(), []
+        for router in self.routers:
+            for p in (router.parameters() if isinstance(router, nn.Module) else ()):
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+        return out
+
+    def parameter_counts(self) -> dict:
+        """Numbers of parameters: ``{"backbone": everything but the routers, "routers": the routers'}``.
+
+        ``ConvCapsNet(ConvCapsNetConfig.paper(32, 1, 5)).parameter_counts()["backbone"]`` is 86,408, the
+        paper's "86K parameters, excluding the ones pertaining to the different routing procedures".
+        """
+        routers = {id(p) for p in self.router_parameters()}
+        backbone = sum(p.numel() for p in self.parameters() if id(p) not in routers)
+        return {"backbone": backbone, "routers": sum(p.numel() for p in self.router_parameters())}
+
+    def forward(self, images: torch.Tensor) -> ConvCapsNetOutput:
+        c = self.config
+        check_tensor(images, "images", f"(B, {c.in_channels}, {c.image_size}, {c.image_size})",
+                     sizes=(None, c.in_channels, c.image_size, c.image_size), floating=True, nonempty=True)
+        x = self.norm(torch.relu(self.conv(images)))                                   # (B, A, G, G)
+        B, _, G, _ = x.shape
+        T = c.primary_types
+        # primary capsules as a grid (B, G, G, T, 16) and (B, G, G, T)
+        poses = self.primary_poses(x).view(B, T, POSE_DIM, G, G).permute(0, 3, 4, 1, 2)
+        activations = torch.sigmoid(self.primary_activations(x)).permute(0, 2, 3, 1)
+        caps1 = self.caps1(poses, activations)                                         # (B, H1, W1, C, 16)
+        caps2 = self.caps2(caps1.poses, caps1.activations)                             # (B, H2, W2, D, 16)
+        # flatten: every capsule of layer 2, (y, x, type) row by row, is one input of the class layer
+        classes = self.class_caps(caps2.poses.reshape(B, -1, POSE_DIM), caps2.activations.reshape(B, -1))
+        return ConvCapsNetOutput(classes.activations, classes.poses, classes.couplings,
+                                 poses.reshape(B, -1, POSE_DIM), None, activations.reshape(B, -1),
+                                 (caps1.couplings, caps2.couplings, classes.couplings),
+                                 (caps1.activations, caps2.activations))
+
+
+def paper_routers(kind: str, iterations: int = 3) -> tuple:
+    """The three routers of the paper's experiments (§5), for conv capsules 1, conv capsules 2 and the class layer.
+
+    - ``"dynamic"``: three :class:`~capsule_lab.learned_routing.GenericDynamicRouter` (no parameters);
+      ``iterations`` is Sabour's r (r poses, r − 1 logit updates).
+    - ``"similarity"``: :class:`~capsule_lab.learned_routing.SimilarityRouter` with Q = 4, 4, 10 Gaussian
+      kernels (:data:`~capsule_lab.learned_routing.KERNELS`); ``iterations`` is Algorithm 1's T.
+    - ``"connectionist"``: :class:`~capsule_lab.learned_routing.ConnectionistRouter` with Table 2's sizes
+      (:data:`~capsule_lab.learned_routing.TABLE2`: f_c hidden (), (32, 32), (64, 64); f_a hidden (),
+      (64, 64), (124, 124); LSTM 16) on 16-D poses; ``iterations`` is T.
+
+    The paper runs "every routing procedure for three iterations": the default 3 is read in each procedure's
+    own terms (r = 3 for dynamic routing, T = 3 for the learned routers). Chapter 07.
+    """
+    if kind not in ROUTER_KINDS:
+        raise ValueError(f"kind must be one of 'dynamic', 'similarity', 'connectionist', got {kind!r}")
+    if kind == "dynamic":
+        return tuple(GenericDynamicRouter(iterations) for _ in ROUTING_LAYERS)
+    if kind == "similarity":
+        return tuple(SimilarityRouter(kernels=KERNELS[layer], iterations=iterations) for layer in ROUTING_LAYERS)
+    return tuple(ConnectionistRouter(POSE_DIM, hidden=TABLE2[layer][2], compatibility_hidden=TABLE2[layer][0],
+                                     activation_hidden=TABLE2[layer][1], iterations=iterations)
+                 for layer in ROUTING_LAYERS)
