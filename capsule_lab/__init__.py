@@ -21,7 +21,8 @@ module               concept                                                    
 ``learned_routing``  learning the routing: the generic procedure of Algorithm 1, similarity       07
                      routing (KL-penalised clustering, its closed form), LSTM routing, layers
 ``models``           one model family per module: ``capsnet`` (Sabour et al.), ``deep_capsnet``   01–04, 06, 07
-                     (Mitterreiter et al.), ``ladder_capsnet`` (Jeong et al.)
+                     (Mitterreiter et al.), ``ladder_capsnet`` (Jeong et al.), ``conv_capsnet``
+                     (Faria's convolutional capsule network)
 ``data``             MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–07
 ``modes``            ``eval_mode``: evaluation mode inside a ``with``                             02–05
 ``training``         ``fit``, ``evaluate``, checkpoints                                           02–07
@@ -37,7 +38,7 @@ module               concept                                                    
 ``rem_study``        chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)         05
 ``ladder_study``     chapter 06's experiment: L-CapsNets over K against a matched CapsNet on       06
                      expanded and affine digits
-``routing_study``    chapter 07's experiment: one CapsNet trained with dynamic, similarity and    07
+``routing_study``    chapter 07's experiment: one network trained with dynamic, similarity and    07
                      connectionist routing on MNIST and Fashion-MNIST
 ``figures``          pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–07
                      ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``

@@ -106,7 +106,7 @@ class CapsuleLayer(nn.Module):
         return capsule_votes(u, self.weight)
 
     def routed_by(self) -> RouterLike:
-        """The router :meth:`forward` runs: ``self.router``, or its vote-free form when ``vote_free``."""
+        """The router ``forward`` runs: ``self.router``, or its vote-free form when ``vote_free``."""
         router = self.router
         if self.bias is not None:
             return self._biased(router)

@@ -1,9 +1,13 @@
-"""Chapter 07's experiment: one CapsNet backbone trained with dynamic, similarity and connectionist routing.
+"""Chapter 07's experiment: one capsule network trained with dynamic, similarity and connectionist routing.
 
 Taught in chapter 07 (``chapters/07_learned_routing.ipynb``), after Faria, §5. Under a
 :class:`~capsule_lab.profiles.LearnedRoutingSettings`, :func:`run_routing_study` trains, per dataset and from one
-seed, the same :class:`~capsule_lab.models.CapsNet` (same initialisation of the convolutions, same data, epochs and
-optimiser) with each router between the primary and the class capsules:
+seed, the same network (same initialisation of everything but the routers, same data, epochs and optimiser) with
+each router. The network is ``settings.capsnet``: a :class:`~capsule_lab.models.CapsNetConfig` (Sabour's CapsNet,
+one routing layer between the primary and the class capsules: the quick profile) or a
+:class:`~capsule_lab.models.ConvCapsNetConfig` (the paper's Table 1 network, three routing layers with 4×4 pose
+matrices, each with its own router of Table 2's sizes, :func:`~capsule_lab.models.paper_routers`: the full
+profile). The routers:
 
 - ``"dynamic"``: Sabour's routing (r = 3 iterations, couplings a softmax over the outputs j);
 - ``"similarity"``: :class:`~capsule_lab.learned_routing.SimilarityRouter` (a mixture of ``settings.kernels``
@@ -31,13 +35,14 @@ from torch.utils.data import Dataset, TensorDataset
 
 from .data import load_fashion_mnist, load_mnist
 from .learned_routing import ConnectionistRouter, SimilarityRouter
-from .models import CapsNet, capsnet_loss
+from .models import CapsNet, ConvCapsNet, ConvCapsNetConfig, capsnet_loss, paper_routers
 from .modes import eval_mode
 from .profiles import LearnedRoutingSettings
 from .training import History, fit
 
 __all__ = ["ROUTERS", "DATASETS", "NORMALIZED_OVER", "RouterRun", "routing_study_data", "make_router", "build_model",
-           "coupling_polarisation", "measure_couplings", "train_router", "run_routing_study", "shipped_routing_runs"]
+           "class_layer_inputs", "coupling_polarisation", "measure_couplings", "train_router", "run_routing_study",
+           "shipped_routing_runs"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -99,11 +104,15 @@ def routing_study_data(dataset: str, settings: LearnedRoutingSettings, source: s
 
 
 def make_router(name: str, settings: LearnedRoutingSettings):
-    """The router object for ``name`` under ``settings``: None for ``"dynamic"`` (the CapsNet's own routing), a
-    :class:`~capsule_lab.learned_routing.SimilarityRouter` or a :class:`~capsule_lab.learned_routing.ConnectionistRouter`
-    with the settings' sizes and iterations. Chapter 07.
+    """The router for ``name`` under ``settings``. For Sabour's CapsNet: None for ``"dynamic"`` (the CapsNet's own
+    routing), a :class:`~capsule_lab.learned_routing.SimilarityRouter` or a
+    :class:`~capsule_lab.learned_routing.ConnectionistRouter` with the settings' sizes and iterations. For the
+    paper's network (a :class:`~capsule_lab.models.ConvCapsNetConfig`): the tuple of its three layers' routers,
+    :func:`~capsule_lab.models.paper_routers` (Table 2's sizes). Chapter 07.
     """
     settings, name = _check_settings(settings), _check_router(name)
+    if isinstance(settings.capsnet, ConvCapsNetConfig):
+        return paper_routers(name, settings.iterations)
     if name == "dynamic":
         return None
     if name == "similarity":
@@ -111,21 +120,41 @@ def make_router(name: str, settings: LearnedRoutingSettings):
     return ConnectionistRouter(settings.capsnet.class_dim, hidden=settings.lstm_hidden, iterations=settings.iterations)
 
 
-def build_model(name: str, settings: LearnedRoutingSettings, seed: int = 0) -> CapsNet:
-    """A fresh CapsNet with router ``name``: the backbone is initialised from ``seed`` before the router is made,
-    so every router starts from the same convolutions and class-capsule weights. Chapter 07.
+def build_model(name: str, settings: LearnedRoutingSettings, seed: int = 0) -> CapsNet | ConvCapsNet:
+    """A fresh network with router ``name``: the network is initialised from ``seed`` with dynamic routing before
+    the router is made, so every router starts from the same convolutions and capsule weights. Chapter 07.
     """
     settings, name = _check_settings(settings), _check_router(name)
     torch.manual_seed(seed)
-    backbone = CapsNet(settings.capsnet)
+    network = ConvCapsNet if isinstance(settings.capsnet, ConvCapsNetConfig) else CapsNet
+    backbone = network(settings.capsnet)
     router = make_router(name, settings)
-    if router is None:
+    if name == "dynamic":
         return backbone
-    net = CapsNet(settings.capsnet, router=router)
+    if network is ConvCapsNet:
+        net = ConvCapsNet(settings.capsnet, routers=router)
+    else:
+        net = CapsNet(settings.capsnet, router=router)
     missing, unexpected = net.load_state_dict(backbone.state_dict(), strict=False)
-    if unexpected or any(not key.startswith("digits.router.") for key in missing):
+    router_keys = {key for key in net.state_dict() if ".router." in f".{key}"}
+    if unexpected or set(missing) - router_keys:
         raise RuntimeError(f"the {name} network does not share the backbone's weights: {missing}, {unexpected}")
     return net
+
+
+def class_layer_inputs(settings: LearnedRoutingSettings) -> int:
+    """I, the number of capsules routed to the classes: Sabour's primary capsules, or the paper's network's last
+    grid of capsules (144 on 28×28). Uniform couplings over the inputs are 1/I. Chapter 07.
+    """
+    config = _check_settings(settings).capsnet
+    return config.class_inputs if isinstance(config, ConvCapsNetConfig) else config.primary_caps
+
+
+def _router_parameters(net) -> int:
+    if isinstance(net, ConvCapsNet):
+        return net.parameter_counts()["routers"]
+    router = net.digits.router
+    return sum(p.numel() for p in router.parameters()) if isinstance(router, torch.nn.Module) else 0
 
 
 def coupling_polarisation(couplings: torch.Tensor, normalize_over: str) -> tuple[float, float]:
@@ -145,13 +174,13 @@ def coupling_polarisation(couplings: torch.Tensor, normalize_over: str) -> tuple
     return entropy.mean().item(), c.max(dim=dim).values.mean().item()
 
 
-def measure_couplings(model: CapsNet, data: Dataset, normalize_over: str, batch_size: int = 500,
+def measure_couplings(model: CapsNet | ConvCapsNet, data: Dataset, normalize_over: str, batch_size: int = 500,
                       device="cpu") -> tuple[float, float, float]:
     """One pass over ``data``: ``(accuracy, entropy, largest)`` — the accuracy, and the
     :func:`coupling_polarisation` of the model's class-layer couplings averaged over the images. Chapter 07.
     """
-    if not isinstance(model, CapsNet):
-        raise ValueError(f"model must be a capsule_lab.models.CapsNet, got {type(model).__name__}")
+    if not isinstance(model, (CapsNet, ConvCapsNet)):
+        raise ValueError(f"model must be a capsule_lab.models.CapsNet or ConvCapsNet, got {type(model).__name__}")
     images, labels = data.tensors[:2]
     correct, entropy, largest = 0, 0.0, 0.0
     with eval_mode(model), torch.no_grad():
@@ -181,10 +210,8 @@ def train_router(name: str, dataset: str, settings: LearnedRoutingSettings, data
                   progress=progress)
     seconds = time.perf_counter() - start
     accuracy, entropy, largest = measure_couplings(net, test, NORMALIZED_OVER[name], device=device)
-    router = net.digits.router if name != "dynamic" else None
-    return RouterRun(name, dataset, accuracy, sum(p.numel() for p in net.parameters()),
-                     sum(p.numel() for p in router.parameters()) if router is not None else 0, seconds,
-                     entropy, largest, history,
+    return RouterRun(name, dataset, accuracy, sum(p.numel() for p in net.parameters()), _router_parameters(net),
+                     seconds, entropy, largest, history,
                      {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
 
 

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from capsule_lab.learned_routing import ConnectionistRouter, SimilarityRouter
-from capsule_lab.models import CapsNet, CapsNetConfig
+from capsule_lab.models import CapsNet, CapsNetConfig, ConvCapsNet, ConvCapsNetConfig
 from capsule_lab.profiles import LearnedRoutingSettings, chapter_settings
-from capsule_lab.routing_study import (NORMALIZED_OVER, RouterRun, build_model, coupling_polarisation, make_router,
-                                       measure_couplings, routing_study_data, run_routing_study, train_router)
+from capsule_lab.routing_study import (NORMALIZED_OVER, RouterRun, build_model, class_layer_inputs,
+                                       coupling_polarisation, make_router, measure_couplings, routing_study_data,
+                                       run_routing_study, train_router)
 
 pytestmark = pytest.mark.xdist_group("routing_study")
 
@@ -27,9 +28,10 @@ def test_the_settings_name_the_papers_routers_and_schedule():
     full, quick = chapter_settings("07", "full"), chapter_settings("07", "quick")
     for s in (full, quick):
         assert isinstance(s, LearnedRoutingSettings) and s.routers == ("dynamic", "similarity", "connectionist")
-        assert s.datasets == ("mnist", "fashion") and s.lr == 3e-3 and not s.capsnet.decoder      # Adam 3e-3
+        assert s.datasets == ("mnist", "fashion") and s.lr == 3e-3                                # Adam 3e-3
         assert (s.kernels, s.lstm_hidden, s.iterations) == (10, 16, 3)                            # class layer, Table 2
-    assert full.capsnet == CapsNetConfig.sabour(decoder=False) and full.epochs == 100 and full.train_size is None
+    assert not quick.capsnet.decoder and isinstance(quick.capsnet, CapsNetConfig)
+    assert full.capsnet == ConvCapsNetConfig.paper() and full.epochs == 100 and full.train_size is None  # Table 1
 
 
 def test_make_router_builds_each_router_with_the_settings_sizes():
@@ -53,6 +55,32 @@ def test_every_router_starts_from_the_same_backbone():
         for key, value in reference.items():
             assert torch.equal(state[key], value), (name, key)
     assert isinstance(nets["similarity"].digits.router, SimilarityRouter)
+
+
+def test_the_papers_network_gets_table_2s_routers_and_shares_its_backbone():
+    s = replace(chapter_settings("07", "full"), capsnet=ConvCapsNetConfig.slim())
+    sim, lstm = make_router("similarity", s), make_router("connectionist", s)
+    assert [r.mixing_logits.numel() for r in sim] == [4, 4, 10]                        # Q per layer (§5)
+    assert [r.cell.hidden_size for r in lstm] == [16, 16, 16]                          # Table 2
+    nets = {name: build_model(name, s, seed=1) for name in s.routers}
+    reference = nets["dynamic"].state_dict()
+    for name, net in nets.items():
+        assert isinstance(net, ConvCapsNet)
+        state = net.state_dict()
+        assert all(torch.equal(state[key], value) for key, value in reference.items()), name
+    assert nets["dynamic"].parameter_counts()["routers"] == 0
+    assert class_layer_inputs(s) == s.capsnet.class_inputs and class_layer_inputs(chapter_settings("07", "full")) == 144
+    assert class_layer_inputs(chapter_settings("07", "quick")) == chapter_settings("07", "quick").capsnet.primary_caps
+
+
+def test_the_papers_network_trains_and_is_measured(tiny):
+    settings, data = tiny
+    s = replace(settings, capsnet=ConvCapsNetConfig.slim())
+    run = train_router("similarity", "mnist", s, data["mnist"], seed=0)
+    net = build_model("similarity", s)
+    assert run.router_parameters == sum(p.numel() for r in make_router("similarity", s) for p in r.parameters())
+    assert run.parameters == sum(p.numel() for p in net.parameters()) and 0 <= run.accuracy <= 1
+    assert 0 <= run.entropy <= 1 and len(run.history.train_loss) == s.epochs
 
 
 def test_coupling_polarisation_by_hand():

@@ -89,9 +89,9 @@ from ..learned_routing import KERNELS, TABLE2, ConnectionistRouter, GenericDynam
 __all__ = ["POSE_SIZE", "POSE_DIM", "ROUTER_KINDS", "ROUTING_LAYERS", "ConvCapsNetConfig", "ConvCapsNetOutput",
            "CapsuleGrid", "matrix_votes", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet", "paper_routers"]
 
-#: The side of a pose matrix: every pose is 4×4.
+#: Every pose is a 4×4 matrix; this is its side.
 POSE_SIZE = 4
-#: The number of pose entries, 4·4 = 16: the ``pose_dim`` a router of this network must route.
+#: A pose has 4·4 = 16 entries, the ``pose_dim`` a router of this network must route.
 POSE_DIM = POSE_SIZE * POSE_SIZE
 #: The router kinds :func:`paper_routers` builds.
 ROUTER_KINDS = ("dynamic", "similarity", "connectionist")
@@ -162,20 +162,20 @@ class ConvCapsNetConfig:
 
     @property
     def grids(self) -> tuple:
-        """The sides of the square grids (primary capsules, conv capsules 1, conv capsules 2): (12, 5, 3) on 28×28
-        with the paper's kernels, (14, 6, 4) on 32×32."""
+        """The sides of the square grids of the primary capsules, conv capsules 1 and conv capsules 2, e.g.
+        (12, 5, 3) on 28×28 with the paper's kernels and (14, 6, 4) on 32×32."""
         g0 = _grid_after(self.image_size, self.conv_kernel, self.conv_stride)
         g1 = _grid_after(g0, self.caps1_kernel, self.caps1_stride)
         return g0, g1, _grid_after(g1, self.caps2_kernel, self.caps2_stride)
 
     @property
     def primary_caps(self) -> int:
-        """The number of primary capsules, grid positions × types."""
+        """How many primary capsules there are, grid positions × types."""
         return self.grids[0] ** 2 * self.primary_types
 
     @property
     def class_inputs(self) -> int:
-        """The number of inputs of the class capsule layer: every capsule of conv capsule layer 2."""
+        """How many inputs the class capsule layer routes, every capsule of conv capsule layer 2."""
         return self.grids[2] ** 2 * self.caps2_types
 
     def to_dict(self) -> dict:
@@ -424,7 +424,9 @@ class ConvCapsNet(nn.Module):
         backbone = sum(p.numel() for p in self.parameters() if id(p) not in routers)
         return {"backbone": backbone, "routers": sum(p.numel() for p in self.router_parameters())}
 
-    def forward(self, images: torch.Tensor) -> ConvCapsNetOutput:
+    def forward(self, images: torch.Tensor, targets: Optional[torch.Tensor] = None) -> ConvCapsNetOutput:
+        """Images → :class:`ConvCapsNetOutput`. ``targets`` is accepted and unused (no decoder), so that
+        :func:`~capsule_lab.training.fit` trains this network as it trains a CapsNet."""
         c = self.config
         check_tensor(images, "images", f"(B, {c.in_channels}, {c.image_size}, {c.image_size})",
                      sizes=(None, c.in_channels, c.image_size, c.image_size), floating=True, nonempty=True)
