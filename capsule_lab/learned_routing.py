@@ -70,7 +70,10 @@ and the output activation (eq. 13, :func:`similarity_activation`) is:
     a_j = σ(θ1 Σ_i c_ij k_ij + |θ3| Σ_i c_ij log a_i + θ2).
 
 :class:`SimilarityRouter` learns λ1, λ2, ℓ, w and θ (the paper: Q = 4 in the hidden capsule layers, Q = 10
-in the class layer, :data:`KERNELS`).
+in the class layer, :data:`KERNELS`). In a convolutional routing layer the paper makes λ1, λ2 and θ distinct for
+each output channel (capsule type) j, with one kernel for the layer: ``SimilarityRouter(channels=J)`` holds λ1,
+λ2 ``(J,)`` and θ ``(3, J)``, and output j routes with its own. (With couplings normalised over the inputs, each
+output j is its own clustering problem, so this is J independent routings sharing a kernel.)
 
 **Connectionist routing** (§4.2, :class:`ConnectionistRouter`). One LSTM cell, shared by every pair (i, j),
 reads per pair ``x_ij = [μ_j, a_i, v_ij, c_ij]`` (2D + 2 numbers) each iteration; its hidden and cell states
@@ -218,22 +221,34 @@ def _check_normalize_over(normalize_over) -> int:
     return NORMALIZATIONS[normalize_over]
 
 
-def _check_lambdas(lam1, lam2) -> tuple:
-    """λ1, λ2 ≥ 0 with λ1 + λ2 > 0: numbers or 0-d tensors (learned ones)."""
+def _check_lambdas(lam1, lam2, outputs: Optional[int] = None) -> tuple:
+    """λ1, λ2 ≥ 0 with λ1 + λ2 > 0: numbers, 0-d tensors (learned ones) or ``(J,)`` tensors, one per output j
+    (``outputs`` = J, when known)."""
     out = []
     for value, name in ((lam1, "lam1"), (lam2, "lam2")):
         if isinstance(value, torch.Tensor):
-            if value.dim() != 0 or not value.is_floating_point():
-                raise shape_error(name, "() (a floating scalar)", value)
-            if not bool(value.detach() >= 0):
-                raise ValueError(f"{name} must be a number >= 0, got {value.item()!r}")
+            per_output = value.dim() == 1 and (outputs is None or value.shape[0] == outputs)
+            if not value.is_floating_point() or not (value.dim() == 0 or per_output):
+                raise shape_error(name, "() or (J,) (one per output), floating" +
+                                  (f", J = {outputs}" if outputs is not None else ""), value)
+            if not bool((value.detach() >= 0).all()):
+                raise ValueError(f"{name} must be >= 0, got {value.detach().tolist()!r}")
         else:
             check_nonnegative(value, name)
         out.append(value)
-    total = sum(float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for v in out)
-    if not total > 0:
-        raise ValueError(f"lam1 + lam2 must be > 0 (the closed form divides by it), got {total}")
+    total = torch.as_tensor(out[0]).detach().double() + torch.as_tensor(out[1]).detach().double()
+    if not bool((total > 0).all()):
+        raise ValueError(f"lam1 + lam2 must be > 0 (the closed form divides by it), got {total.tolist()}")
     return tuple(out)
+
+
+def _check_theta(theta, outputs: Optional[int] = None) -> None:
+    check_tensor(theta, "theta", "(3,) = (θ1, θ2, θ3) or (3, J), one column per output", min_ndim=1,
+                 floating=True)
+    if theta.shape[0] != 3 or theta.dim() > 2 or (theta.dim() == 2 and outputs is not None
+                                                  and theta.shape[1] != outputs):
+        raise shape_error("theta", "(3,) = (θ1, θ2, θ3) or (3, J), one column per output" +
+                          (f", J = {outputs}" if outputs is not None else ""), theta)
 
 
 def _check_couplings_and_votes(couplings, votes, name: str = "couplings") -> None:
@@ -482,13 +497,13 @@ def similarity_objective(couplings: torch.Tensor, kernel: torch.Tensor, activati
           = Σ_i c_ij (−k_ij) + λ1 KL(c_{·j} ‖ uniform) + λ2 KL(c_{·j} ‖ a)
 
     couplings and kernel ``(B, I, J)`` (each column c_{·j} a distribution over i), activations ``(B, I)``
-    (``log a`` floored at :data:`ACTIVATION_FLOOR`), λ1, λ2 ≥ 0. Terms with c_ij = 0 count 0.
-    Its minimiser is :func:`closed_form_couplings`. Chapter 07.
+    (``log a`` floored at :data:`ACTIVATION_FLOOR`), λ1, λ2 ≥ 0 (numbers, or ``(J,)``: one per output). Terms
+    with c_ij = 0 count 0. Its minimiser is :func:`closed_form_couplings`. Chapter 07.
     """
     _check_kernel_and_activations(kernel, activations)
     check_tensor(couplings, "couplings", f"(B, I, J) = {tuple(kernel.shape)}", sizes=tuple(kernel.shape),
                  floating=True)
-    lam1, lam2 = _check_lambdas(lam1, lam2)
+    lam1, lam2 = _check_lambdas(lam1, lam2, kernel.shape[2])
     I = kernel.shape[1]
     log_c = torch.log(couplings.clamp_min(torch.finfo(couplings.dtype).tiny))
     c_log_c = torch.where(couplings > 0, couplings * log_c, torch.zeros_like(couplings))
@@ -501,11 +516,12 @@ def similarity_objective(couplings: torch.Tensor, kernel: torch.Tensor, activati
 def closed_form_logits(kernel: torch.Tensor, activations: torch.Tensor, lam1, lam2) -> torch.Tensor:
     """The compatibility of eq. 12: ``r_ij = λ2/(λ1+λ2) · log a_i + k_ij/(λ1+λ2)`` ``(B, I, J)``.
 
-    kernel ``(B, I, J)``, activations ``(B, I)``, λ1, λ2 ≥ 0 with λ1 + λ2 > 0 (numbers or 0-d tensors). Their
-    softmax over i is the minimiser of :func:`similarity_objective`. Chapter 07.
+    kernel ``(B, I, J)``, activations ``(B, I)``, λ1, λ2 ≥ 0 with λ1 + λ2 > 0 (numbers, 0-d tensors, or ``(J,)``
+    tensors: one λ per output j). Their softmax over i is the minimiser of :func:`similarity_objective`.
+    Chapter 07.
     """
     _check_kernel_and_activations(kernel, activations)
-    lam1, lam2 = _check_lambdas(lam1, lam2)
+    lam1, lam2 = _check_lambdas(lam1, lam2, kernel.shape[2])
     return _closed_form_logits(kernel, activations, lam1, lam2)
 
 
@@ -527,12 +543,12 @@ def similarity_activation(couplings: torch.Tensor, kernel: torch.Tensor, activat
     """The output activation of eq. 13: ``a_j = σ(θ1 Σ_i c_ij k_ij + |θ3| Σ_i c_ij log a_i + θ2)`` ``(B, J)``.
 
     couplings, kernel ``(B, I, J)``; activations ``(B, I)`` (``log a`` floored at :data:`ACTIVATION_FLOOR`);
-    theta ``(3,)`` = (θ1, θ2, θ3). Chapter 07.
+    theta ``(3,)`` = (θ1, θ2, θ3), or ``(3, J)``: one (θ1, θ2, θ3) per output j. Chapter 07.
     """
     _check_kernel_and_activations(kernel, activations)
     check_tensor(couplings, "couplings", f"(B, I, J) = {tuple(kernel.shape)}", sizes=tuple(kernel.shape),
                  floating=True)
-    check_tensor(theta, "theta", "(3,) = (θ1, θ2, θ3)", sizes=(3,), floating=True)
+    _check_theta(theta, kernel.shape[2])
     return _similarity_activation(couplings, kernel, activations, theta)
 
 
@@ -552,12 +568,13 @@ def similarity_routing(votes: torch.Tensor, activations: Optional[torch.Tensor],
     Compatibility: the closed form (:func:`closed_form_logits` of the kernel values
     :func:`kernel_matrix` at the current poses); activation: :func:`similarity_activation` at the final
     poses; pose: the weighted mean. λ1, λ2 ≥ 0 (λ1 + λ2 > 0), length_scales ``(Q,)``, mixing_logits
-    ``(Q,)``, theta ``(3,)``: numbers or tensors (learned ones keep their gradient). Chapter 07.
+    ``(Q,)``, theta ``(3,)``: numbers or tensors (learned ones keep their gradient). λ1, λ2 ``(J,)`` and theta
+    ``(3, J)`` give each output j its own (a convolutional layer's channels, §4.1). Chapter 07.
     """
     _check_votes(votes)
-    _check_lambdas(lam1, lam2)
+    _check_lambdas(lam1, lam2, votes.shape[2])
     _check_kernel_parameters(length_scales, mixing_logits)
-    check_tensor(theta, "theta", "(3,) = (θ1, θ2, θ3)", sizes=(3,), floating=True)
+    _check_theta(theta, votes.shape[2])
 
     def compatibility(state, logits, couplings, v, poses, a):
         return _closed_form_logits(_kernel(poses[:, None], v, length_scales, mixing_logits), a, lam1, lam2), state
@@ -621,15 +638,21 @@ class SimilarityRouter(_LearnedRouter):
         length_scales: initial ℓ ``(Q,)`` (default log-spaced over [0.1, 1]); parametrised as exp(log ℓ).
         theta: initial (θ1, θ2, θ3) (default (10, −5, 1), see the module's choices).
         normalize_over: ``"inputs"`` (the paper) or ``"outputs"``.
+        channels: None (one λ1, λ2 and θ for every output) or J, the number of outputs it routes to: then each
+            output j learns its own λ1, λ2 ``(J,)`` and θ ``(3, J)`` (all starting from the values above), as
+            the paper's convolutional routing layers do for each channel; the kernel stays one per router.
 
     Chapter 07.
     """
 
     def __init__(self, kernels: int = 10, iterations: int = 3, lam1: float = 0.1, lam2: float = 0.1,
                  length_scales: Optional[Sequence[float]] = None, theta: Sequence[float] = (10.0, -5.0, 1.0),
-                 normalize_over: str = "inputs"):
+                 normalize_over: str = "inputs", channels: Optional[int] = None):
         super().__init__(iterations, normalize_over)
         check_positive_int(kernels, "kernels")
+        if channels is not None:
+            check_positive_int(channels, "channels")
+        self.channels = channels
         for value, name in ((lam1, "lam1"), (lam2, "lam2")):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0 (its softplus parameter is finite), got {value!r}")
@@ -642,20 +665,21 @@ class SimilarityRouter(_LearnedRouter):
         if theta.shape != (3,):
             raise ValueError(f"theta must be 3 numbers (θ1, θ2, θ3), got {theta.tolist()}")
         dtype = torch.get_default_dtype()
-        self.raw_lam1 = nn.Parameter(_softplus_inverse(float(lam1)).to(dtype))
-        self.raw_lam2 = nn.Parameter(_softplus_inverse(float(lam2)).to(dtype))
+        shape = () if channels is None else (channels,)
+        self.raw_lam1 = nn.Parameter(_softplus_inverse(float(lam1)).to(dtype).expand(shape).clone())
+        self.raw_lam2 = nn.Parameter(_softplus_inverse(float(lam2)).to(dtype).expand(shape).clone())
         self.log_length_scales = nn.Parameter(scales.log().to(dtype))
         self.mixing_logits = nn.Parameter(torch.zeros(kernels, dtype=dtype))
-        self.theta = nn.Parameter(theta.to(dtype))
+        self.theta = nn.Parameter(theta.to(dtype) if channels is None else theta.to(dtype)[:, None].repeat(1, channels))
 
     @property
     def lam1(self) -> torch.Tensor:
-        """The weight λ1 = softplus(raw_lam1) ≥ 0 of KL(c ‖ uniform)."""
+        """The weight λ1 = softplus(raw_lam1) ≥ 0 of KL(c ‖ uniform), ``()`` or one per channel ``(J,)``."""
         return F.softplus(self.raw_lam1)
 
     @property
     def lam2(self) -> torch.Tensor:
-        """The weight λ2 = softplus(raw_lam2) ≥ 0 of KL(c ‖ a)."""
+        """The weight λ2 = softplus(raw_lam2) ≥ 0 of KL(c ‖ a), ``()`` or one per channel ``(J,)``."""
         return F.softplus(self.raw_lam2)
 
     @property
@@ -670,13 +694,16 @@ class SimilarityRouter(_LearnedRouter):
     def route(self, votes: torch.Tensor, activations: Optional[torch.Tensor] = None, *, history: bool = False
               ) -> GenericRoutingResult:
         """Route ``votes`` ``(B, I, J, D)`` with input ``activations`` ``(B, I)`` (``None``: ones)."""
+        _check_votes(votes)
+        if self.channels is not None and votes.shape[2] != self.channels:
+            raise shape_error("votes", f"(B, I, J, D) with J = channels = {self.channels}", votes)
         return similarity_routing(votes, activations, self.lam1, self.lam2, self.length_scales,
                                   self.mixing_logits, self.theta, self.iterations,
                                   normalize_over=self.normalize_over, history=history)
 
     def extra_repr(self) -> str:
         return f"kernels={self.mixing_logits.shape[0]}, iterations={self.iterations}, " \
-               f"normalize_over={self.normalize_over!r}"
+               f"normalize_over={self.normalize_over!r}, channels={self.channels}"
 
 
 def _softplus_inverse(y: float) -> torch.Tensor:

@@ -112,7 +112,7 @@ def make_router(name: str, settings: LearnedRoutingSettings):
     """
     settings, name = _check_settings(settings), _check_router(name)
     if isinstance(settings.capsnet, ConvCapsNetConfig):
-        return paper_routers(name, settings.iterations)
+        return paper_routers(name, settings.iterations, settings.capsnet)
     if name == "dynamic":
         return None
     if name == "similarity":

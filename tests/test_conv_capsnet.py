@@ -41,7 +41,8 @@ def test_parameter_count_is_the_papers_86k_on_smallnorb_and_the_hand_sum_on_mnis
     assert mnist.parameter_counts()["backbone"] == table1_count(1, 10, 3 * 3 * 16) == 88_968
     routers = sum(p.numel() for r in mnist.routers for p in r.parameters())
     assert mnist.parameter_counts()["routers"] == routers == sum(p.numel() for p in mnist.router_parameters())
-    assert routers == 3 * (1 + 1 + 3) + 2 * 4 * 2 + 10 * 2          # λ1, λ2, θ; ℓ and w of Q = 4, 4, 10
+    # λ1, λ2, θ per capsule type (16) in the conv layers, one set in the class layer; ℓ and w of Q = 4, 4, 10
+    assert routers == 2 * 16 * (1 + 1 + 3) + (1 + 1 + 3) + 2 * 4 * 2 + 10 * 2 == 201
     assert sum(p.numel() for p in mnist.parameters()) == 88_968 + routers
 
 
@@ -139,6 +140,14 @@ def test_paper_routers_have_table2_and_kernel_sizes():
     similarity = paper_routers("similarity", iterations=2)
     assert [r.mixing_logits.shape[0] for r in similarity] == [4, 4, 10]              # Q = 4, 4, 10
     assert [r.iterations for r in similarity] == [2, 2, 2]
+    # §4.1: λ1, λ2, θ distinct for each channel of a convolutional routing layer; one set in the class layer
+    assert [r.channels for r in similarity] == [16, 16, None]
+    assert similarity[0].lam1.shape == (16,) and similarity[1].theta.shape == (3, 16) and similarity[2].lam2.dim() == 0
+    assert [r.channels for r in paper_routers("similarity", config=ConvCapsNetConfig.slim())] == [8, 8, None]
+    with pytest.raises(ValueError, match="channels=16 but routes to 8 capsule types"):
+        ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers("similarity"))
+    with pytest.raises(ValueError, match="ConvCapsNetConfig"):
+        paper_routers("similarity", config="paper")
     connectionist = paper_routers("connectionist")
     # Table 2: f_c hidden [], [32, 32], [64, 64]; f_a hidden [], [64, 64], [124, 124]; LSTM 16 units
     f_c = [[(16, 1)], [(16, 32), (32, 32), (32, 1)], [(16, 64), (64, 64), (64, 1)]]
@@ -158,7 +167,7 @@ def test_paper_routers_have_table2_and_kernel_sizes():
 @pytest.mark.parametrize("kind", ["dynamic", "similarity", "connectionist"])
 def test_gradients_reach_every_part(kind):
     torch.manual_seed(0)
-    model = ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers(kind))
+    model = ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers(kind, config=ConvCapsNetConfig.slim()))
     images, targets = torch.rand(2, 1, 28, 28, generator=gen(7)), torch.tensor([3, 7])
     loss = capsnet_loss(model(images), images, targets)
     assert loss.dim() == 0 and torch.isfinite(loss)
@@ -175,7 +184,7 @@ def test_gradients_reach_every_part(kind):
 
 def test_a_training_step_on_cpu_under_autocast():
     torch.manual_seed(0)
-    model = ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers("similarity"))
+    model = ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers("similarity", config=ConvCapsNetConfig.slim()))
     images = torch.rand(2, 1, 28, 28, generator=gen(8))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(images)

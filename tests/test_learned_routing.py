@@ -289,6 +289,51 @@ def test_gradcheck_similarity_router():
         assert g.abs().sum() > 0, name                    # every parameter gets a gradient
 
 
+def test_per_channel_similarity_routing_is_one_routing_per_output():
+    """λ1, λ2 (J,) and θ (3, J): output j routes as a one-output routing with its own λ1_j, λ2_j, θ_j would."""
+    votes, a = random_votes(seed=21), random_activations(seed=22)
+    lam1 = torch.tensor([0.05, 0.3, 1.0], dtype=torch.float64)
+    lam2 = torch.tensor([0.2, 0.01, 0.5], dtype=torch.float64)
+    theta = torch.tensor([[10.0, 2.0, -1.0], [-5.0, 0.0, 1.0], [1.0, 0.5, 2.0]], dtype=torch.float64)
+    scales, mixing = torch.tensor([0.3, 1.0], dtype=torch.float64), torch.tensor([0.1, -0.2], dtype=torch.float64)
+    out = similarity_routing(votes, a, lam1, lam2, scales, mixing, theta, iterations=3)
+    for j in range(3):
+        one = similarity_routing(votes[:, :, j:j + 1], a, float(lam1[j]), float(lam2[j]), scales, mixing,
+                                 theta[:, j], iterations=3)
+        assert torch.allclose(out.couplings[..., j], one.couplings[..., 0], rtol=0, atol=1e-12)
+        assert torch.allclose(out.poses[:, j], one.poses[:, 0], rtol=0, atol=1e-12)
+        assert torch.allclose(out.activations[:, j], one.activations[:, 0], rtol=0, atol=1e-12)
+    assert not torch.allclose(out.couplings[..., 0], similarity_routing(
+        votes, a, 0.3, 0.01, scales, mixing, theta[:, 1], iterations=3).couplings[..., 0])   # the λs matter
+    objective = similarity_objective(out.couplings, torch.rand(2, 5, 3, dtype=torch.float64), a, lam1, lam2)
+    assert objective.shape == (2, 3)
+
+
+def test_per_channel_similarity_router_learns_a_lambda_and_theta_per_channel():
+    router = SimilarityRouter(kernels=2, iterations=2, lam1=0.3, lam2=0.2, theta=(1.5, 0.2, 0.7), channels=2).double()
+    assert router.lam1.shape == (2,) and router.theta.shape == (3, 2)
+    assert torch.allclose(router.lam1, torch.full((2,), 0.3, dtype=torch.float64))
+    assert torch.allclose(router.theta[:, 1], torch.tensor([1.5, 0.2, 0.7], dtype=torch.float64))
+    u = (torch.randn(2, 3, 2, generator=gen(16), dtype=torch.float64) * 0.5).requires_grad_(True)
+    weight = torch.randn(3, 2, 2, 2, generator=gen(17), dtype=torch.float64).requires_grad_(True)
+    f, params = layer_function(router, u, weight)
+    assert torch.autograd.gradcheck(f, (u, weight, *params), atol=1e-6)
+    poses, _ = f(u, weight, *params)
+    grads = dict(zip([n for n, _ in router.named_parameters()],
+                     torch.autograd.grad(poses.norm(dim=-1).sum(), params)))
+    for name in ("raw_lam1", "raw_lam2", "theta"):                      # every channel's own parameters learn
+        assert (grads[name].abs().reshape(-1, 2).sum(0) > 0).all(), name
+    with pytest.raises(ValueError, match="J = channels = 2"):
+        router.route(random_votes(J=3))
+    with pytest.raises(ValueError, match="one per output"):
+        similarity_routing(random_votes(), None, torch.ones(2, dtype=torch.float64), 0.1, torch.ones(1),
+                           torch.zeros(1), torch.zeros(3))
+    with pytest.raises(ValueError, match="theta"):
+        similarity_routing(random_votes(), None, 0.1, 0.1, torch.ones(1), torch.zeros(1), torch.zeros(3, 2))
+    with pytest.raises(ValueError, match="channels"):
+        SimilarityRouter(channels=0)
+
+
 def test_gradcheck_connectionist_router():
     torch.manual_seed(3)
     router = ConnectionistRouter(2, hidden=3, compatibility_hidden=(3,), activation_hidden=(3,),

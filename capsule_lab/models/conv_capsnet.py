@@ -52,7 +52,7 @@ trains the network unchanged.
 with ``route(votes, activations)`` → :class:`~capsule_lab.learned_routing.GenericRoutingResult`:
 :class:`~capsule_lab.learned_routing.GenericDynamicRouter` (the default),
 :class:`~capsule_lab.learned_routing.SimilarityRouter` (Q = 4, 4, 10 kernels,
-:data:`~capsule_lab.learned_routing.KERNELS`) or :class:`~capsule_lab.learned_routing.ConnectionistRouter`
+:data:`~capsule_lab.learned_routing.KERNELS`; λ1, λ2 and θ per capsule type in the convolutional layers) or :class:`~capsule_lab.learned_routing.ConnectionistRouter`
 (Table 2's sizes, :data:`~capsule_lab.learned_routing.TABLE2`). "Three iterations" is read in each
 procedure's own terms: Sabour's r = 3 for dynamic routing (3 poses, 2 logit updates) and Algorithm 1's
 T = 3 for the learned routers (3 compatibility updates, 4 poses), as in chapter 07's experiment.
@@ -219,13 +219,18 @@ class CapsuleGrid(NamedTuple):
     couplings: torch.Tensor
 
 
-def _check_router(router, name: str):
-    """``router`` if it has a callable ``route`` and, if it declares a ``pose_dim``, routes 16-D poses."""
+def _check_router(router, name: str, outputs: int):
+    """``router`` if it has a callable ``route``, routes 16-D poses if it declares a ``pose_dim``, and has one
+    parameter set per output if it declares ``channels``."""
     if not callable(getattr(router, "route", None)):
         raise ValueError(f"{name} must have a method route(votes, activations), got {router!r}")
     pose_dim = getattr(router, "pose_dim", POSE_DIM)
     if pose_dim != POSE_DIM:
         raise ValueError(f"{name}'s pose_dim must be {POSE_DIM} (4×4 pose matrices), got {pose_dim!r}")
+    channels = getattr(router, "channels", None)
+    if channels is not None and channels != outputs:
+        raise ValueError(f"{name} has channels={channels} but routes to {outputs} capsule types "
+                         f"(paper_routers(kind, config=...) sizes them)")
     return router
 
 
@@ -257,7 +262,7 @@ class ConvCapsuleLayer(nn.Module):
         check_nonnegative(init_std, "init_std")
         self.in_types, self.out_types, self.kernel, self.stride = in_types, out_types, kernel, stride
         self.weight = nn.Parameter(torch.randn(kernel, kernel, in_types, out_types, POSE_SIZE, POSE_SIZE) * init_std)
-        self.router = _check_router(router, "router")
+        self.router = _check_router(router, "router", out_types)
 
     @property
     def inputs(self) -> int:
@@ -319,7 +324,7 @@ class ClassCapsuleLayer(nn.Module):
         check_nonnegative(init_std, "init_std")
         self.in_caps, self.classes = in_caps, classes
         self.weight = nn.Parameter(torch.randn(in_caps, classes, POSE_SIZE, POSE_SIZE) * init_std)
-        self.router = _check_router(router, "router")
+        self.router = _check_router(router, "router", classes)
 
     def votes(self, poses: torch.Tensor) -> torch.Tensor:
         """The votes ``(B, I, J, 16)`` (:func:`matrix_votes`, one W_ij per input capsule)."""
@@ -367,7 +372,7 @@ class ConvCapsNet(nn.Module):
     ``ConvCapsNet(config, routers)``: ``config`` a :class:`ConvCapsNetConfig` (default ``paper()``);
     ``routers`` three router objects for conv capsule layer 1, conv capsule layer 2 and the class layer, each
     with ``route(votes, activations)`` (and ``pose_dim`` 16 if it declares one), e.g.
-    ``paper_routers("similarity")``; None: three :class:`~capsule_lab.learned_routing.GenericDynamicRouter`.
+    ``paper_routers("similarity", config=config)``; None: three :class:`~capsule_lab.learned_routing.GenericDynamicRouter`.
     ``forward(images)`` → :class:`ConvCapsNetOutput`. :meth:`router_parameters` and :meth:`parameter_counts`
     separate the routers' parameters from the rest (the paper counts the network without them).
     """
@@ -386,8 +391,8 @@ class ConvCapsNet(nn.Module):
         if len(routers) != len(ROUTING_LAYERS):
             raise ValueError(f"routers must be a sequence of 3 routers (conv capsules 1, conv capsules 2, class "
                              f"capsules), got {len(routers)}")
-        for router, name in zip(routers, ROUTING_LAYERS):
-            _check_router(router, f"the {name} router")
+        for router, name, outputs in zip(routers, ROUTING_LAYERS, (c.caps1_types, c.caps2_types, c.classes)):
+            _check_router(router, f"the {name} router", outputs)
         A, B, C, D = c.conv_channels, c.primary_types, c.caps1_types, c.caps2_types
         # conv → ReLU → BatchNorm (Table 1's first row)
         self.conv = nn.Conv2d(c.in_channels, A, c.conv_kernel, c.conv_stride)
@@ -446,13 +451,16 @@ class ConvCapsNet(nn.Module):
                                  (caps1.activations, caps2.activations))
 
 
-def paper_routers(kind: str, iterations: int = 3) -> tuple:
-    """The three routers of the paper's experiments (§5), for conv capsules 1, conv capsules 2 and the class layer.
+def paper_routers(kind: str, iterations: int = 3, config: Optional[ConvCapsNetConfig] = None) -> tuple:
+    """The three routers of the paper's experiments (§5), for conv capsules 1, conv capsules 2 and the class layer
+    of a network with ``config`` (None: ``ConvCapsNetConfig.paper()``).
 
     - ``"dynamic"``: three :class:`~capsule_lab.learned_routing.GenericDynamicRouter` (no parameters);
       ``iterations`` is Sabour's r (r poses, r − 1 logit updates).
     - ``"similarity"``: :class:`~capsule_lab.learned_routing.SimilarityRouter` with Q = 4, 4, 10 Gaussian
-      kernels (:data:`~capsule_lab.learned_routing.KERNELS`); ``iterations`` is Algorithm 1's T.
+      kernels (:data:`~capsule_lab.learned_routing.KERNELS`); ``iterations`` is Algorithm 1's T. In the two
+      convolutional layers λ1, λ2 and θ are "distinct for each channel" (§4.1): ``channels`` = C and D, the
+      layers' capsule types; the class layer, not convolutional, has one λ1, λ2 and θ.
     - ``"connectionist"``: :class:`~capsule_lab.learned_routing.ConnectionistRouter` with Table 2's sizes
       (:data:`~capsule_lab.learned_routing.TABLE2`: f_c hidden (), (32, 32), (64, 64); f_a hidden (),
       (64, 64), (124, 124); LSTM 16) on 16-D poses; ``iterations`` is T.
@@ -462,10 +470,15 @@ def paper_routers(kind: str, iterations: int = 3) -> tuple:
     """
     if kind not in ROUTER_KINDS:
         raise ValueError(f"kind must be one of 'dynamic', 'similarity', 'connectionist', got {kind!r}")
+    config = config if config is not None else ConvCapsNetConfig.paper()
+    if not isinstance(config, ConvCapsNetConfig):
+        raise ValueError(f"config must be a ConvCapsNetConfig, got {type(config).__name__}")
     if kind == "dynamic":
         return tuple(GenericDynamicRouter(iterations) for _ in ROUTING_LAYERS)
     if kind == "similarity":
-        return tuple(SimilarityRouter(kernels=KERNELS[layer], iterations=iterations) for layer in ROUTING_LAYERS)
+        channels = (config.caps1_types, config.caps2_types, None)
+        return tuple(SimilarityRouter(kernels=KERNELS[layer], iterations=iterations, channels=c)
+                     for layer, c in zip(ROUTING_LAYERS, channels))
     return tuple(ConnectionistRouter(POSE_DIM, hidden=TABLE2[layer][2], compatibility_hidden=TABLE2[layer][0],
                                      activation_hidden=TABLE2[layer][1], iterations=iterations)
                  for layer in ROUTING_LAYERS)
