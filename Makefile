@@ -188,7 +188,7 @@ test: $(SETUP_STAMP) data chromium $(VENDOR_FILES)
 	exit $$status
 
 test-unit: $(SETUP_STAMP)
-	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider
+	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider --durations=15
 
 test-notebooks: $(SETUP_STAMP)
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi

@@ -16,8 +16,9 @@
      and no output that takes room but shows nothing (hidden progress bars);
    - open its navigation with the header button and reach another chapter through a link in it (both
      widths), and at phone width open the page's contents with its header button.
-   A full-page screenshot of every page at both widths is saved under `_build/screenshots/` (a build
-   artifact for a person to look at; CAPSULE_LAB_SCREENSHOTS=<dir> saves them elsewhere).
+   A screenshot of every page's first screen at both widths is saved under `_build/screenshots/` (a build
+   artifact for a person to look at); CAPSULE_LAB_SCREENSHOTS=<dir> saves full-page screenshots there instead
+   (they cost 1-4 s a page, a third of these tests' time, so only when asked for).
 
 Run with `pytest -m book` (part of `make test`). Needs /usr/bin/chromium (`make chromium`).
 """
@@ -42,6 +43,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_HTML = ROOT / "_build" / "html"
 SCREENSHOTS = Path(os.environ.get("CAPSULE_LAB_SCREENSHOTS", ROOT / "_build" / "screenshots"))
+FULL_PAGE_SCREENSHOTS = bool(os.environ.get("CAPSULE_LAB_SCREENSHOTS"))
 CHROMIUM = Path(os.environ.get("CAPSULE_LAB_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -428,7 +430,7 @@ def test_page_works_in_browser(context, server: str, page_name: str):
 
         folder = SCREENSHOTS / width
         folder.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(folder / f"{page_name.replace('/', '__')}.png"), full_page=True)
+        page.screenshot(path=str(folder / f"{page_name.replace('/', '__')}.png"), full_page=FULL_PAGE_SCREENSHOTS)
 
         if width == "phone":
             problems += _check_contents_button(page)
