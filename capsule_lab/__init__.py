@@ -47,6 +47,9 @@ module               concept                                                    
                      figure for the book
 ``bench``            how fast routing runs, against the machine's FLOP bound; a training step     02, 06, 07
                      per model
+``smoke``            the full profile proven without a GPU: every chapter's networks at the       08
+                     papers' size and its data pipeline, two training steps and one
+                     evaluation batch each
 ``grading``          exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
 ``cli``              the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —
 ===================  ===========================================================================  ==========

