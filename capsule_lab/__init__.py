@@ -51,7 +51,8 @@ module               concept                                                    
                      papers' size and its data pipeline, two training steps and one
                      evaluation batch each
 ``grading``          exercises: tasks per chapter, checks, notebook grading, ``assign``           exercises
-``cli``              the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``        —
+``cli``              the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``,       —
+                     ``smoke``
 ===================  ===========================================================================  ==========
 
 ``routing``, ``models``, ``figures``, ``widgets`` and ``grading`` are packages (one module per concept
