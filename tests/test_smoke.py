@@ -73,7 +73,9 @@ def expected_networks() -> dict:
     return networks
 
 
-@pytest.fixture(scope="module")
+# Session scope: under pytest-xdist a worker may run other modules' tests between these, which would tear a
+# module-scoped fixture down and run the smoke twice (CI measured 18 s each time).
+@pytest.fixture(scope="session")
 def results() -> list:
     return smoke(profile="full", device="cpu", batch_size=2, source=None)
 
