@@ -183,3 +183,36 @@ def test_the_command_fails_when_a_network_fails(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "FAILED: RuntimeError: shapes do not fit" in captured.out
     assert "failed: 02 CapsNet (mnist)" in captured.err
+
+
+def test_the_setup_pages_table_is_the_settings_and_the_smoke_runs_networks(results):
+    """book/setup.md lists every chapter's full profile: its schedule is the settings', its parameter counts are
+    the networks the smoke run built."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "book" / "setup.md").read_text(encoding="utf8")
+    rows = {cells[0]: cells for cells in (
+        [c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
+        if re.match(r"\| 0[2-7] \|", line))}
+    assert sorted(rows) == ["02", "03", "04", "05", "06", "07"]
+    schedules = {"02": (PROFILES["full"].epochs, PROFILES["full"].batch_size, PROFILES["full"].lr,
+                        PROFILES["full"].lr_decay),
+                 "03": (CH03.epochs, PROFILES["full"].batch_size, CH03.lr, CH03.lr_decay),
+                 "04": (CH04.epochs, CH04.batch_size, CH04.lr, CH04.lr_decay),
+                 "05": (None, CH05.batch_size, CH05.lr, CH05.lr_decay),
+                 "06": (CH06.epochs, CH06.batch_size, CH06.lr, CH06.lr_decay),
+                 "07": (CH07.epochs, CH07.batch_size, CH07.lr, CH07.lr_decay)}
+    for chapter, (epochs, batch, lr, decay) in schedules.items():
+        training = rows[chapter][3]
+        if epochs is not None:
+            assert f"{epochs} epochs" in training, (chapter, training)
+        assert f"batch {batch}," in training, (chapter, training)
+        assert float(re.search(r"Adam ([0-9.e-]+) ", training).group(1)) == lr, (chapter, training)
+        assert float(re.search(r"×([0-9.]+) per epoch", training).group(1)) == decay, (chapter, training)
+    assert (f"{CH05.warmup_epochs} dense epochs then {CH05.rounds} prunings of {100 * CH05.amount:.0f} % with "
+            f"{CH05.epochs_per_round} epochs each") in rows["05"][3]
+    for chapter, cells in rows.items():
+        shown = {int(n.replace(",", "")) for n in re.findall(r"\d{1,3}(?:,\d{3})+", cells[1])}
+        built = {r.parameters for r in results if r.chapter == chapter}
+        assert shown <= built and max(built) in shown, (chapter, shown, built)
