@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative",
+__all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative", "check_one_of",
            "check_class_index", "to_numpy",
            "stack_per_iteration", "tick_labels", "image_array"]
 
@@ -68,6 +68,13 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
     """Return ``value`` if it is an integer (not a bool) ``>= minimum``, else raise ``ValueError``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def check_one_of(value, options, name: str):
+    """Return ``value`` if it is one of ``options`` (a sequence), else raise ``ValueError`` listing them."""
+    if value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
     return value
 
 

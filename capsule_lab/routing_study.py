@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
+from ._checks import check_one_of
 from .data import load_fashion_mnist, load_mnist
 from .learned_routing import ConnectionistRouter, SimilarityRouter
 from .models import CapsNet, ConvCapsNet, ConvCapsNetConfig, capsnet_loss, paper_routers
@@ -83,9 +84,7 @@ def _check_settings(settings) -> LearnedRoutingSettings:
 
 
 def _check_router(name) -> str:
-    if name not in ROUTERS:
-        raise ValueError(f"router must be one of {list(ROUTERS)}, got {name!r}")
-    return name
+    return check_one_of(name, ROUTERS, "router")
 
 
 def routing_study_data(dataset: str, settings: LearnedRoutingSettings, source: str = "offline") -> tuple:

@@ -43,6 +43,7 @@ from typing import Callable
 import torch
 from torch.utils.data import TensorDataset
 
+from ._checks import check_one_of
 from .data import DataSourceError, data_root, load_fashion_mnist, load_mnist
 from .depth_study import depth_study_data
 from .ladder_study import ladder_study_data
@@ -217,15 +218,11 @@ def _schedule(chapter: str, profile: str) -> dict:
 # ---------------------------------------------------------------- the run
 
 def _check_chapter(chapter) -> str:
-    if chapter not in CHAPTERS:
-        raise ValueError(f"chapter must be one of {list(CHAPTERS)}, got {chapter!r}")
-    return chapter
+    return check_one_of(chapter, CHAPTERS, "chapter")
 
 
 def _check_profile(profile) -> str:
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {profile!r}")
-    return profile
+    return check_one_of(profile, sorted(PROFILES), "profile")
 
 
 def _check_batch(batch_size) -> int:
