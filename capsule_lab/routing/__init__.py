@@ -6,7 +6,9 @@
 - :mod:`~capsule_lab.routing.routers` — routers, objects called as ``router(votes) → RoutingResult``:
   :class:`DynamicRouter`, :class:`DetachedRouter`, :class:`ScaledRouter`, :class:`UniformRouter`;
 - :mod:`~capsule_lab.routing.vote_free` — :func:`vote_free_routing` and :class:`VoteFreeRouter`, called as
-  ``router(u, weight)``: dynamic routing of a fully-connected layer without forming the votes.
+  ``router(u, weight)``: dynamic routing of a fully-connected layer without forming the votes;
+- :mod:`~capsule_lab.routing.self_attention` — :func:`self_attention_routing` and :class:`SelfAttentionRouter`:
+  Efficient-CapsNet's routing in one pass, the routing bench's modern baseline (chapter 08).
 
 Shapes: votes ``(B, I, J, D)``, logits and couplings ``(B, I, J)``, poses ``(B, J, D)``.
 """
@@ -14,6 +16,7 @@ Shapes: votes ``(B, I, J, D)``, logits and couplings ``(B, I, J)``, poses ``(B, 
 from .procedure import (RoutingResult, Router, agreement, check_votes, dynamic_routing, routing_step,
                         softmax_backward, uniform_routing)
 from .routers import DetachedRouter, DynamicRouter, ScaledRouter, UniformRouter
+from .self_attention import SelfAttentionRouter, self_attention_routing
 from .vote_free import VoteFreeRouter, vote_free_routing
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "dynamic_routing",
     "uniform_routing",
     "vote_free_routing",
+    "self_attention_routing",
     "softmax_backward",
     "Router",
     "DynamicRouter",
@@ -31,4 +35,5 @@ __all__ = [
     "ScaledRouter",
     "UniformRouter",
     "VoteFreeRouter",
+    "SelfAttentionRouter",
 ]
