@@ -26,7 +26,7 @@ module               concept                                                    
 ``data``             MNIST / Fashion-MNIST (offline or torchvision), shifts, affine test sets     01–07
 ``modes``            ``eval_mode``: evaluation mode inside a ``with``                             02–05
 ``training``         ``fit``, ``evaluate``, checkpoints                                           02–07
-``profiles``         quick and full settings, per chapter too; seeds, threads, device             01–07
+``profiles``         quick and full settings, per chapter too; seeds, threads, device             01–08
 ``tolerance``        a number from training checked within its stated band (``expect``)           02–07
 ``gradients``        the gradient through routing by hand: the two terms, the coupling Jacobian   03
 ``diagnostics``      what a trained network's capsules do: activation and routing statistics,     04
@@ -40,13 +40,16 @@ module               concept                                                    
                      expanded and affine digits
 ``routing_study``    chapter 07's experiment: one network trained with dynamic, similarity and    07
                      connectionist routing on MNIST and Fashion-MNIST
-``figures``          pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–07
-                     ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``
+``figures``          pictures by concept: ``routing``, ``capsnet``, ``gradients``,                02–08
+                     ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``, ``router_bench``
 ``widgets``          interactive explorers by concept: ``routing``, ``poses``, ``gradients``,      02–07
                      ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``; each has a static
                      figure for the book
-``bench``            how fast routing runs, against the machine's FLOP bound; a training step     02, 06, 07
+``bench``            how fast routing runs, against the machine's FLOP bound; a training step     02, 06–08
                      per model
+``router_bench``     chapter 08's bench: every router on one backbone, trained and measured the   08
+                     same way (clean and affine accuracy, time, memory, parse-tree entropy,
+                     dyr, dead capsules), records cached; McNemar's test
 ``smoke``            the full profile proven without a GPU: every chapter's networks at the       08
                      papers' size and its data pipeline, two training steps and one
                      evaluation batch each

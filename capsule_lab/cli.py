@@ -11,6 +11,10 @@
     capsule-lab bench steps [--profile quick|full] [--device D] [--repeats N] [--batch B]
                                                     time training steps, ladder vs CapsNet r = 3, 4, 5,
                                                     print JSON (chapter 06)
+    capsule-lab bench routers [--profile quick|full] [--seeds N] [--routers NAME...] [--out FILE]
+                              [--cache DIR | --no-cache] [--device D] [--no-memory]
+                                                    train and measure every router on one backbone,
+                                                    records cached; JSON + CSV (chapter 08)
     capsule-lab smoke [--profile quick|full] [--chapters NN...] [--device auto|cpu|cuda] [--batch N]
                       [--source offline|torchvision|auto]
                                                     every chapter's networks and data pipeline: two
@@ -153,24 +157,60 @@ def _grade(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- bench
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["routing", "steps"],
-                   help="routing: the routing implementations; steps: whole training steps, ladder vs CapsNet")
+    p.add_argument("what", choices=["routing", "steps", "routers"],
+                   help="routing: the routing implementations; steps: whole training steps, ladder vs CapsNet; "
+                        "routers: every router trained and measured on one backbone (chapter 08)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per measurement; the median is reported")
     p.add_argument("--shapes", nargs="+", default=["sabour", "slim"], help="named shapes (default: sabour slim)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
-    p.add_argument("--profile", choices=["quick", "full"], default="quick",
-                   help="steps: slim networks (quick) or the papers' sizes (full)")
+    p.add_argument("--profile", choices=["quick", "full"], default=None,
+                   help="steps: slim networks (quick, the default) or the papers' sizes (full); routers: the "
+                        "chapter 08 settings (default: full with CUDA, quick without, or $CAPSULE_LAB_PROFILE)")
     p.add_argument("--batch", type=int, default=100, help="steps: images per training step (the paper: 100)")
+    p.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help="routers: seeds 0 … N-1 (default: the profile's)")
+    p.add_argument("--routers", nargs="+", default=None, metavar="NAME",
+                   help="routers: which (default: all; names as in capsule_lab.profiles.ROUTERS_08)")
+    p.add_argument("--out", default="router_bench.json",
+                   help="routers: the JSON file of records; the CSV goes beside it (default: router_bench.json)")
+    p.add_argument("--cache", default=None,
+                   help="routers: the folder of cached records (default: $CAPSULE_LAB_CACHE/router-bench, else "
+                        "~/.cache/capsule-lab/router-bench)")
+    p.add_argument("--no-cache", action="store_true", help="routers: train every record, read and write no cache")
 
 
 def _bench(args: argparse.Namespace) -> int:
     from .bench import main_routing, main_steps  # heavy: imported by the command that needs it
 
+    if args.what == "routers":
+        return _bench_routers(args)
     if args.what == "steps":
-        print(main_steps(args.profile, args.device, args.repeats, args.batch))
+        print(main_steps(args.profile or "quick", args.device, args.repeats, args.batch))
     else:
         print(main_routing(args.device, args.repeats, tuple(args.shapes), not args.no_memory))
+    return 0
+
+
+def _bench_routers(args: argparse.Namespace) -> int:
+    import json
+
+    from .profiles import chapter_settings
+    from .router_bench import default_cache, run_router_bench, summarize, write_results
+
+    settings = chapter_settings("08", args.profile)
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be a positive integer, got {args.seeds}")
+    seeds = tuple(range(args.seeds)) if args.seeds is not None else None
+    cache = None if args.no_cache else (args.cache or default_cache())
+    records = run_router_bench(settings, args.routers, seeds, cache=cache, device=args.device,
+                               memory=not args.no_memory)
+    json_path, csv_path = write_results(records, args.out)
+    summary = {name: {k: (v[0] if isinstance(v, tuple) else v) for k, v in row.items()}
+               for name, row in summarize(records).items()}
+    print(json.dumps({"records": str(json_path), "table": str(csv_path), "cache": str(cache) if cache else None,
+                      "trained": sum(not r["cached"] for r in records), "read": sum(r["cached"] for r in records),
+                      "means": summary}, indent=2))
     return 0
 
 
@@ -180,7 +220,7 @@ def _smoke_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=["quick", "full"], default="full",
                    help="the profile whose networks and data are built (default: full)")
     p.add_argument("--chapters", nargs="+", default=None, metavar="NN",
-                   help="chapters to smoke (default: 02 03 04 05 06 07)")
+                   help="chapters to smoke (default: 02 03 04 05 06 07 08)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto, CUDA if available)")
     p.add_argument("--batch", type=int, default=2,
                    help="images per training step and in the evaluation batch (default: 2)")
@@ -210,7 +250,8 @@ COMMANDS: dict[str, Command] = {
     "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
     "assign": Command("generate exercises/ from solutions/", _assign_arguments, _assign),
     "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
-    "bench": Command("benchmark routing implementations or training steps; prints JSON", _bench_arguments, _bench),
+    "bench": Command("benchmark routing implementations, training steps or every router; prints JSON",
+                     _bench_arguments, _bench),
     "smoke": Command("build every chapter's networks and data, two training steps and one evaluation batch each",
                      _smoke_arguments, _smoke),
 }

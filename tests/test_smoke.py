@@ -1,6 +1,6 @@
 """capsule_lab.smoke and ``capsule-lab smoke``: the full profile's networks, at the papers' size, on a CPU.
 
-One smoke run of chapters 02–07 (batch 2, the chapters' own sources, no download) is shared by the module. The
+One smoke run of chapters 02–08 (batch 2, the chapters' own sources, no download) is shared by the module. The
 expected networks are written out here from the settings, and the parameter counts either worked out by hand
 (Sabour's CapsNet) or taken from freshly built networks, so that a smoke run that skips a network or builds
 another one fails. Where torchvision's MNIST files are not on disk (as in the offline course machine), the
@@ -19,12 +19,13 @@ from capsule_lab import cli
 from capsule_lab.data import DataSourceError, load_fashion_mnist, load_mnist
 from capsule_lab.models import CapsNet, ConvCapsNet, DeepCapsNet, LadderCapsNet
 from capsule_lab.profiles import PROFILES, chapter_settings
+from capsule_lab.router_bench import build_network
 from capsule_lab.routing_study import build_model
 from capsule_lab.smoke import SmokeResult, format_result, smoke, smoke_chapter
 
 pytestmark = pytest.mark.xdist_group("smoke")
 
-CH03, CH04, CH05, CH06, CH07 = (chapter_settings(ch, "full") for ch in ("03", "04", "05", "06", "07"))
+CH03, CH04, CH05, CH06, CH07, CH08 = (chapter_settings(ch, "full") for ch in ("03", "04", "05", "06", "07", "08"))
 
 
 def on_disk(loader) -> bool:
@@ -70,6 +71,8 @@ def expected_networks() -> dict:
     for dataset in CH07.datasets:
         for router in CH07.routers:
             networks["07", f"ConvCapsNet {router}", dataset] = lambda r=router: build_model(r, CH07)
+    for router in CH08.routers:
+        networks["08", f"bench {router}", CH08.dataset] = lambda r=router: build_network(r, CH08)
     return networks
 
 
@@ -93,7 +96,7 @@ def replaced(results) -> str:
 def test_every_chapter_and_every_full_profile_network_ran(results):
     note = replaced(results)
     assert [r.chapter for r in results] == sorted(r.chapter for r in results), note
-    assert {r.chapter for r in results} == {"02", "03", "04", "05", "06", "07"}, note
+    assert {r.chapter for r in results} == {"02", "03", "04", "05", "06", "07", "08"}, note
     assert set(by_key(results)) == set(expected_networks()), note
     assert len(results) == len(expected_networks()), note
     failed = [format_result(r) for r in results if not r.ok]
@@ -113,10 +116,13 @@ def test_parameter_counts_are_the_papers_and_those_of_fresh_networks(results):
     assert found["03", "CapsNet full", "mnist"].parameters == sabour
     assert found["05", "Q (dense)", "mnist"].parameters == sabour_parameters(CH05.capsnet)
     assert found["06", "CapsNet r=3", "mnist"].parameters == sabour_parameters(CH06.capsnet)
+    assert found["08", "bench dynamic r=3", "mnist"].parameters == sabour_parameters(CH08.capsnet)
     for key, make in expected_networks().items():
         with torch.device("meta"):                                  # counts without the weights
-            net = make() if key[0] != "07" else None
-        if net is None:
+            net = make() if key[0] not in ("07", "08") else None    # learned routers check their values
+        if key[0] == "08":
+            net = make()
+        elif net is None:
             net = make()
             assert isinstance(net, ConvCapsNet), key
             counts = net.parameter_counts()
@@ -142,7 +148,7 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="chapter must be one of"):
         smoke_chapter("01")
     with pytest.raises(ValueError, match="chapter must be one of"):
-        smoke(chapters=["02", "08"])
+        smoke(chapters=["02", "09"])
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         smoke_chapter("02", batch_size=0)
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
@@ -194,15 +200,16 @@ def test_the_setup_pages_table_is_the_settings_and_the_smoke_runs_networks(resul
     text = (Path(__file__).resolve().parents[1] / "book" / "setup.md").read_text(encoding="utf8")
     rows = {cells[0]: cells for cells in (
         [c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
-        if re.match(r"\| 0[2-7] \|", line))}
-    assert sorted(rows) == ["02", "03", "04", "05", "06", "07"]
+        if re.match(r"\| 0[2-8] \|", line))}
+    assert sorted(rows) == ["02", "03", "04", "05", "06", "07", "08"]
     schedules = {"02": (PROFILES["full"].epochs, PROFILES["full"].batch_size, PROFILES["full"].lr,
                         PROFILES["full"].lr_decay),
                  "03": (CH03.epochs, PROFILES["full"].batch_size, CH03.lr, CH03.lr_decay),
                  "04": (CH04.epochs, CH04.batch_size, CH04.lr, CH04.lr_decay),
                  "05": (None, CH05.batch_size, CH05.lr, CH05.lr_decay),
                  "06": (CH06.epochs, CH06.batch_size, CH06.lr, CH06.lr_decay),
-                 "07": (CH07.epochs, CH07.batch_size, CH07.lr, CH07.lr_decay)}
+                 "07": (CH07.epochs, CH07.batch_size, CH07.lr, CH07.lr_decay),
+                 "08": (CH08.epochs, CH08.batch_size, CH08.lr, CH08.lr_decay)}
     for chapter, (epochs, batch, lr, decay) in schedules.items():
         training = rows[chapter][3]
         if epochs is not None:

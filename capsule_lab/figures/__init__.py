@@ -12,6 +12,8 @@
   ladder layer regresses (chapter 06);
 - :mod:`~capsule_lab.figures.learned_routing` — similarity routing as clustering: one output capsule's votes,
   couplings and pose per (λ1, λ2), the paper's Figure 2 (chapter 07);
+- :mod:`~capsule_lab.figures.router_bench` — every router's accuracy against its cost, one bar chart per
+  measure (chapter 08);
 - :mod:`~capsule_lab.figures.style` — the maximum figure width and the output capsules' colours.
 
 Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works.
@@ -31,11 +33,14 @@ from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_fi
                   parse_tree_graph, parse_tree_graph_figure, plot_backtracked_image, plot_entropy_accuracy,
                   plot_entropy_vs_levels, plot_keys_per_class, plot_pruning_curve, pruning_curve_figure,
                   pruning_explorer_figure, receptive_field_centres, saliency_figure, step_summary)
+from .router_bench import (MEASURE_LABELS, accuracy_time_figure, measures_figure, plot_accuracy_time,
+                           plot_measure)
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
 from .style import MAX_FIGURE_WIDTH, OUTPUT_COLORS
 
 __all__ = [
     "MAX_FIGURE_WIDTH", "OUTPUT_COLORS",
+    "MEASURE_LABELS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure", "measures_figure",
     "plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing",
     "plot_history", "plot_reconstructions", "plot_pose_sweep",
     "routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",

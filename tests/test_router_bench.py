@@ -1,0 +1,235 @@
+"""Chapter 08's bench (capsule_lab.router_bench), its settings (chapter_settings("08")) and `bench routers`."""
+
+import csv
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import binomtest
+
+from capsule_lab import cli, router_bench as rb
+from capsule_lab.models import CapsNet, LadderCapsNet
+from capsule_lab.models import capsnet_loss
+from capsule_lab.profiles import ROUTERS_08, chapter_settings
+from capsule_lab.rem import global_magnitude_prune, prunable_parameters
+from capsule_lab.routing import DynamicRouter
+from capsule_lab.training import evaluate, fit
+
+QUICK = chapter_settings("08", "quick")
+TINY = replace(QUICK, train_size=96, test_size=64, epochs=2, rem_rounds=1, batch_size=32, timing_repeats=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_data():
+    return rb.bench_data(TINY)
+
+
+def test_settings_are_one_backbone_every_router():
+    full = chapter_settings("08", "full")
+    assert QUICK.routers == full.routers == ROUTERS_08 == tuple(rb.ROUTER_SPECS)
+    assert full.capsnet.primary_caps == 1152 and full.train_size is None and full.ladder_k == 70
+    assert not QUICK.capsnet.decoder and len(QUICK.seeds) >= 3
+    with pytest.raises(ValueError, match="rem_rounds"):
+        replace(QUICK, rem_rounds=QUICK.epochs)
+    with pytest.raises(ValueError, match="decoder"):
+        replace(QUICK, capsnet=replace(QUICK.capsnet, decoder=True))
+    with pytest.raises(ValueError, match="ladder_k"):
+        replace(QUICK, ladder_k=QUICK.capsnet.primary_caps + 1)
+
+
+def test_every_router_starts_from_the_same_backbone():
+    nets = {name: rb.build_network(name, TINY, seed=3) for name in ROUTER_SPECS_NAMES}
+    conv = nets["dynamic r=3"].conv.weight
+    for name, net in nets.items():
+        assert torch.equal(net.conv.weight, conv), name
+        assert torch.equal(net.primary.conv.weight, nets["dynamic r=3"].primary.conv.weight), name
+        if isinstance(net, CapsNet):
+            assert torch.equal(net.digits.weight, nets["dynamic r=3"].digits.weight), name
+    assert isinstance(nets["ladder"], LadderCapsNet) and nets["ladder"].config.k == TINY.ladder_k
+    assert not torch.equal(rb.build_network("uniform", TINY, seed=4).conv.weight, conv)
+    with pytest.raises(ValueError, match="router must be one of"):
+        rb.build_network("em", TINY)
+    with pytest.raises(ValueError, match="RouterBenchSettings"):
+        rb.build_network("uniform", chapter_settings("07", "quick"))
+
+
+ROUTER_SPECS_NAMES = tuple(rb.ROUTER_SPECS)
+
+
+def test_parse_tree_couplings_read_each_router_the_same_way():
+    g = torch.Generator().manual_seed(0)
+    over_j = torch.softmax(torch.randn(4, 6, 3, generator=g), dim=2)
+    over_i = torch.softmax(torch.randn(4, 6, 3, generator=g), dim=1)
+    out = type("Out", (), {})()
+    out.couplings, out.lengths = over_j, torch.rand(4, 3)
+    c, levels = rb.parse_tree_couplings(out, "outputs")
+    assert levels == 11 and torch.allclose(c, over_j)
+    out.couplings = over_i
+    c, _ = rb.parse_tree_couplings(out, "inputs")
+    expected = over_i / over_i.sum(dim=2, keepdim=True)       # each input's row over the outputs
+    assert torch.allclose(c, expected) and torch.allclose(c.sum(dim=2), torch.ones(4, 6))
+    out.couplings = torch.tensor([[[0.7, -0.2, 0.5]]])        # a learned bias can push a coupling below 0
+    c, _ = rb.parse_tree_couplings(out, "outputs")
+    assert torch.allclose(c, torch.tensor([[[0.7 / 1.2, 0.0, 0.5 / 1.2]]]))
+    out.code = torch.tensor([[1.0, 0.0, 1.0, 0.0]])
+    out.lengths = torch.rand(1, 3)
+    c, levels = rb.parse_tree_couplings(out, "none")
+    assert levels == 2 and c.shape == (1, 4, 3) and torch.equal(c[0, :, 2], out.code[0])
+    with pytest.raises(ValueError, match="normalized_over"):
+        rb.parse_tree_couplings(out, "rows")
+
+
+def test_a_record_measures_what_it_says(tiny_data):
+    train, test, affine = tiny_data
+    record = rb.train_and_measure("rem-pruned", TINY, tiny_data, seed=0, memory=False)
+    # the network the record describes, trained again from the same seed, gives the same accuracy by evaluate
+    net = rb.build_network("rem-pruned", TINY, 0)
+    fit(net, train, None, epochs=TINY.epochs, batch_size=TINY.batch_size, lr=TINY.lr, lr_decay=TINY.lr_decay,
+           seed=0, loss_fn=capsnet_loss, progress=False,
+           on_epoch_end=lambda e, m: global_magnitude_prune(m, TINY.rem_amount) if e <= TINY.rem_rounds else None)
+    assert record["accuracy"] == pytest.approx(evaluate(net, test), abs=1e-12)
+    assert record["affine_accuracy"] == pytest.approx(evaluate(net, affine), abs=1e-12)
+    assert len(record["correct"]) == len(test) and record["correct"].count("1") == round(record["accuracy"] * len(test))
+    # one round of REM pruned rem_amount of the prunable weights; nothing else is zero
+    prunable = sum(getattr(m, a).numel() for m, a in prunable_parameters(net))
+    pruned = record["parameters"] - record["nonzero_parameters"]
+    assert abs(pruned - TINY.rem_amount * prunable) <= 1
+    assert record["router_parameters"] == 0 and record["levels"] == 11 and 0 <= record["dyr"] <= 1.5
+    assert len(record["train_loss"]) == TINY.epochs and record["step_ms"] > 0 and record["peak_memory_mb"] is None
+    assert record["train_step_ms"] == pytest.approx(1000 * record["train_seconds"] / (TINY.epochs * 3))  # 96 / 32
+    assert set(rb.RECORD_FIELDS) <= set(record)
+
+
+def test_ladder_and_learned_routers_report_their_own_parameters(tiny_data):
+    small = replace(TINY, epochs=1, rem_rounds=0)
+    records = {r["router"]: r for r in rb.run_router_bench(small, ("ladder", "similarity", "self-attention"), (0,),
+                                                           data=tiny_data, cache=None, memory=False, progress=False)}
+    ladder = rb.build_network("ladder", small)
+    assert records["ladder"]["router_parameters"] == sum(
+        p.numel() for n, p in ladder.named_parameters() if not n.startswith(("conv.", "primary.")))
+    assert records["ladder"]["dyr"] is None and records["ladder"]["levels"] == 2
+    assert records["similarity"]["router_parameters"] == 25          # λ1, λ2, 10 length scales, 10 weights, θ (3)
+    assert records["self-attention"]["router_parameters"] == small.capsnet.primary_caps * small.capsnet.classes
+    assert all(not r["cached"] for r in records.values())
+
+
+def test_the_cache_is_read_on_the_second_run(tmp_path, tiny_data):
+    small = replace(TINY, epochs=1, rem_rounds=0)
+    first = rb.run_router_bench(small, ("uniform",), (0, 1), data=tiny_data, cache=tmp_path, memory=False,
+                                progress=False)
+    assert len(list(tmp_path.glob("*.json"))) == 2 and not any(r["cached"] for r in first)
+    again = rb.run_router_bench(small, ("uniform",), (0, 1), cache=tmp_path, memory=False, progress=False)
+    assert all(r["cached"] for r in again)
+    assert [{**r, "cached": 0} for r in again] == [{**r, "cached": 0} for r in first]
+    # the key ignores the list of seeds and routers, and changes with anything that decides a run
+    key = rb.record_key("uniform", 0, small)
+    assert key == rb.record_key("uniform", 0, replace(small, seeds=(0, 5), routers=("uniform",)))
+    assert key != rb.record_key("uniform", 0, replace(small, lr=small.lr * 2))
+    assert key != rb.record_key("uniform", 1, small) != rb.record_key("dynamic r=3", 0, small)
+
+
+def test_a_custom_router_plugs_in_and_is_never_cached(tmp_path, tiny_data):
+    small = replace(TINY, epochs=1, rem_rounds=0)
+    half = rb.RouterSpec(lambda s: DynamicRouter(2))
+    records = rb.run_router_bench(small, ("r=2",), (0,), data=tiny_data, cache=tmp_path, custom={"r=2": half},
+                                  memory=False, progress=False)
+    assert records[0]["router"] == "r=2" and not list(tmp_path.glob("*.json"))
+    with pytest.raises(ValueError, match="RouterSpec"):
+        rb.run_router_bench(small, ("mine",), (0,), custom={"mine": lambda s: None}, progress=False)
+
+
+def test_results_are_written_as_json_and_csv(tmp_path):
+    records = [{"router": "uniform", "seed": s, "accuracy": 0.5 + s / 10, "correct": "0101", "cached": False}
+               for s in range(2)]
+    json_path, csv_path = rb.write_results(records, tmp_path / "out" / "bench.json")
+    assert json.loads(json_path.read_text()) == records
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [float(r["accuracy"]) for r in rows] == [0.5, 0.6] and "correct" not in rows[0]
+    with pytest.raises(ValueError, match="records"):
+        rb.write_results("not records", tmp_path / "x.json")
+
+
+def test_summary_is_mean_sd_and_standard_error():
+    values = [0.91, 0.95, 0.9]
+    records = [{"router": "a", "accuracy": v, "dyr": None} for v in values] + [{"router": "b", "accuracy": 0.5}]
+    summary = rb.summarize(records, measures=("accuracy", "dyr"))
+    mean, sd, se = summary["a"]["accuracy"]
+    assert mean == pytest.approx(np.mean(values)) and sd == pytest.approx(np.std(values, ddof=1))
+    assert se == pytest.approx(np.std(values, ddof=1) / math.sqrt(3)) and summary["a"]["seeds"] == 3
+    assert summary["a"]["dyr"] is None and summary["b"]["accuracy"] == (0.5, None, None)
+    assert list(summary) == ["a", "b"]
+    with pytest.raises(ValueError, match="non-empty"):
+        rb.summarize([])
+
+
+@pytest.mark.parametrize("a, b", [("1111000011", "1010101011"), ("1" * 40, "0" * 3 + "1" * 37), ("10" * 30, "01" * 30),
+                                  ("1" * 9, "1" * 9)])
+def test_mcnemar_against_scipy(a, b):
+    result = rb.mcnemar_test(a, b)
+    only_a = sum(x == "1" and y == "0" for x, y in zip(a, b))
+    only_b = sum(x == "0" and y == "1" for x, y in zip(a, b))
+    assert (result["a_only"], result["b_only"]) == (only_a, only_b)
+    expected = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
+    assert result["p_value"] == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="same images"):
+        rb.mcnemar_test(a, b + "1")
+    with pytest.raises(ValueError, match="0s and 1s"):
+        rb.mcnemar_test(a.replace("1", "x"), b)
+
+
+def test_shipped_records_cover_the_quick_bench():
+    """The chapter reads these: one per router and seed of the quick settings, under today's keys."""
+    records = rb.run_router_bench(QUICK, cache=rb.SHIPPED_CACHE, device="cpu", progress=False)
+    assert all(r["cached"] for r in records), "some shipped records are missing: run `capsule-lab bench routers`"
+    assert [(r["router"], r["seed"]) for r in records] == [(n, s) for n in QUICK.routers for s in QUICK.seeds]
+    assert all(len(r["correct"]) == QUICK.test_size == r["test_size"] for r in records)
+
+
+def test_cli_bench_routers_writes_records_and_reads_its_cache(tmp_path, monkeypatch, capsys):
+    import capsule_lab.profiles as profiles
+
+    small = replace(TINY, epochs=1, rem_rounds=0)
+    monkeypatch.setattr(profiles, "chapter_settings", lambda chapter, profile=None: small)
+    argv = ["bench", "routers", "--routers", "uniform", "--seeds", "1", "--no-memory", "--out",
+            str(tmp_path / "b.json"), "--cache", str(tmp_path / "cache")]
+    assert cli.main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["trained"] == 1 and (tmp_path / "b.csv").exists()
+    assert cli.main(argv) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["read"] == 1 and second["trained"] == 0
+    assert second["means"]["uniform"]["accuracy"] == first["means"]["uniform"]["accuracy"]
+    assert cli.main(["bench", "routers", "--seeds", "0"]) == 2 and "--seeds" in capsys.readouterr().err
+
+
+def test_figures_draw_the_summary():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from capsule_lab.figures import accuracy_time_figure, measures_figure, plot_accuracy_time, plot_measure
+
+    summary = {"a": {"seeds": 3, "accuracy": (0.9, 0.01, 0.006), "affine_accuracy": (0.8, 0.02, 0.01),
+                     "train_step_ms": (40.0, 2.0, 1.0), "dyr": (0.03, 0.01, 0.005)},
+               "b": {"seeds": 3, "accuracy": (0.95, 0.01, 0.006), "affine_accuracy": (0.7, 0.02, 0.01),
+                     "train_step_ms": (400.0, 2.0, 1.0), "dyr": None}}
+    fig, ax = plt.subplots()
+    plot_measure(ax, summary, "accuracy")
+    assert [round(p.get_width(), 6) for p in ax.patches] == [90.0, 95.0]            # percent
+    plot_measure(ax2 := fig.add_subplot(2, 1, 2), summary, "dyr")
+    assert [p.get_width() for p in ax2.patches] == [0.03, 0] and any(t.get_text() == " n/a" for t in ax2.texts)
+    fig, ax = plt.subplots()
+    plot_accuracy_time(ax, summary, "affine_accuracy")
+    points = [c.lines[0].get_xydata()[0].tolist() for c in ax.containers]             # each router's (x, y)
+    assert [[40.0, 80.0], [400.0, 70.0]] == [[round(x, 6), round(y, 6)] for x, y in points]
+    assert ax.get_xscale() == "log"
+    assert accuracy_time_figure(summary).get_figwidth() <= 7.5
+    assert len([a for a in measures_figure(summary, ("accuracy", "dyr"), columns=2).axes if a.get_visible()]) == 2
+    with pytest.raises(ValueError, match="measure must be one of"):
+        plot_measure(ax, summary, "speed")
+    with pytest.raises(ValueError, match="summary must be"):
+        accuracy_time_figure({})
+    plt.close("all")
