@@ -78,7 +78,7 @@ __all__ = ["RouterSpec", "ROUTER_SPECS", "RECORD_FIELDS", "BENCH_VERSION", "benc
            "parse_tree_couplings", "measure_router", "router_parameters", "record_key", "train_and_measure",
            "run_router_bench", "write_results", "summarize", "mcnemar_test", "default_cache", "SHIPPED_CACHE"]
 
-#: Bump when a record's meaning changes: old cached records are then not read.
+#: The version of a record's meaning, part of every cache key; a new version leaves old cached records unread.
 BENCH_VERSION = 1
 SHIPPED_CACHE = Path(__file__).resolve().parent / "results" / "router_bench"
 DATASETS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
