@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "exercises"
 NOTEBOOKS = ["01_capsules.ipynb", "02_dynamic_routing.ipynb", "03_routing_gradients.ipynb", "04_dead_capsules.ipynb",
-             "05_rem.ipynb", "06_ladder.ipynb", "07_learned_routing.ipynb"]
+             "05_rem.ipynb", "06_ladder.ipynb", "07_learned_routing.ipynb", "08_routing_bench.ipynb"]
 # The notebook of each task's chapter and the name of the student's function, from the registry; each
 # chapter's own tests (tests/test_tasks_NN.py) fix its tasks, points and known wrong answers.
 FUNCTION_OF_TASK = {t.id: (next(n for n in NOTEBOOKS if n.startswith(t.chapter)), t.function) for t in TASKS.values()}
@@ -309,7 +309,7 @@ def test_solutions_score_full_marks_and_reports_are_written(solution_reports):
     assert [Path(r["notebook"]).name for r in rows] == NOTEBOOKS
     assert list(rows[0]) == ["notebook", "chapter", "graded", "score", "max_score", *POINTS, "task_timeouts",
                              "task_errors", "cell_timeouts", "cell_errors", "grading_error"]
-    assert [r["chapter"] for r in rows] == ["01", "02", "03", "04", "05", "06", "07"] and {r["graded"] for r in rows} == {"yes"}
+    assert [r["chapter"] for r in rows] == ["01", "02", "03", "04", "05", "06", "07", "08"] and {r["graded"] for r in rows} == {"yes"}
     assert [r["score"] for r in rows] == [str(sum(p for t, p in POINTS.items() if t.startswith(n[:2]))) for n in NOTEBOOKS]
     assert rows[0]["01.squash"] == "1" and rows[0]["02.routing_step"] == ""
     assert rows[1]["02.routing_step"] == "2"

@@ -44,7 +44,7 @@ The package, one idea per module:
 
 from __future__ import annotations
 
-from . import tasks_01, tasks_02, tasks_03, tasks_04, tasks_05, tasks_06, tasks_07  # noqa: F401 - registers the chapters' tasks, in chapter order
+from . import tasks_01, tasks_02, tasks_03, tasks_04, tasks_05, tasks_06, tasks_07, tasks_08  # noqa: F401 - registers the chapters' tasks, in chapter order
 from .checking import ATOL, NOT_IMPLEMENTED, RTOL  # noqa: F401 - module constants of the former grading.py
 from .checking import CheckResult, check
 from .evaluation import STATUSES

@@ -1,4 +1,4 @@
-"""The task framework of the grading checks (chapters 01–07): what a graded exercise is, and the registry.
+"""The task framework of the grading checks (chapters 01–08): what a graded exercise is, and the registry.
 
 A :class:`Task` holds the course's reference implementation, the :class:`Case` inputs a student's
 function is compared on, the hints (a general one, and one per known mistake, :class:`WrongAnswer`), the
@@ -16,7 +16,8 @@ Each chapter's tasks live in their own module, which builds its tasks and hands 
 ``05.global_prune``, ``05.entropy_vs_iterations``), ``tasks_06.py`` (chapter 06, the ladder capsule network:
 ``06.top_k``, ``06.regression``, ``06.gamma_activation``, ``06.ladder_forward``, ``06.activity_under_noise``) and
 ``tasks_07.py`` (chapter 07, learned routing: ``07.closed_form``, ``07.kernel_mixture``, ``07.predict_coupling``,
-``07.similarity_loop``, ``07.entropy_vs_lambda``). A
+``07.similarity_loop``, ``07.entropy_vs_lambda``) and ``tasks_08.py`` (chapter 08, the routing bench:
+``08.summary``, ``08.mcnemar``, ``08.predict_p_value``, ``08.new_router``). A
 later chapter adds its ``tasks_NN.py`` the same way, and
 one import line in ``capsule_lab/grading/__init__.py``, which imports the chapter modules so that the registry
 is complete as soon as ``capsule_lab.grading`` is imported.
