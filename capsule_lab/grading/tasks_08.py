@@ -71,27 +71,30 @@ def _summary_cases() -> list:
     g = generator(801)
     bench = _records(g, {"dynamic r=3": 3, "uniform": 3, "self-attention": 3},
                      {"accuracy": (0.975, 0.003), "step_ms": (45.0, 8.0)})
-    five = _records(g, {"uniform": 5, "detached": 5}, {"accuracy": (0.97, 0.004), "inference_ms": (12.0, 2.0)})
+    five = _records(g, {"uniform": 5, "detached": 5}, {"accuracy": (0.97, 0.004), "inference_ms": (12.0, 2.0)},
+                    {("detached", 3): ["inference_ms"]})
     gaps = _records(g, {"dynamic r=5": 4, "custom": 4}, {"accuracy": (0.96, 0.01), "peak_memory_mb": (26.0, 0.3)},
                     {("custom", 0): ["peak_memory_mb"], ("custom", 2): ["peak_memory_mb"],
                      ("dynamic r=5", 3): ["peak_memory_mb"]})
     ladder = _records(g, {"ladder": 3, "similarity": 3}, {"accuracy": (0.82, 0.02), "dyr": (0.12, 0.01)},
                       {("ladder", 0): ["dyr"], ("ladder", 1): ["dyr"]})
-    single = _records(g, {"dynamic r=1": 3, "max": 1}, {"accuracy": (0.93, 0.01), "entropy": (4.0, 0.5)})
+    single = _records(g, {"dynamic r=1": 3, "max": 1, "sharp": 2}, {"accuracy": (0.93, 0.01), "entropy": (4.0, 0.5)})
     return [
         Case("accuracy of 'uniform', 3 seeds, 3 routers", (bench, "uniform", "accuracy"), grad="none",
              group="several seeds"),
         Case("step_ms of 'dynamic r=3', 3 seeds, 3 routers", (bench, "dynamic r=3", "step_ms"), grad="none",
              group="several seeds"),
-        Case("inference_ms of 'detached', 5 seeds, 2 routers", (five, "detached", "inference_ms"), grad="none",
-             group="several seeds"),
+        Case("inference_ms of 'detached', 5 seeds (None in one), 2 routers", (five, "detached", "inference_ms"),
+             grad="none", group="several seeds"),
         Case("peak_memory_mb of 'custom', None in 2 of its 4 records", (gaps, "custom", "peak_memory_mb"),
              grad="none", group="missing values"),
         Case("peak_memory_mb of 'dynamic r=5', None in 1 of its 4 records", (gaps, "dynamic r=5", "peak_memory_mb"),
              grad="none", group="missing values"),
-        Case("entropy of 'max', its only record", (single, "max", "entropy"), grad="none", group="one seed"),
+        Case("entropy of 'max', its only record", (single, "max", "entropy"), grad="none", group="one or two seeds"),
+        Case("entropy of 'sharp', its two records", (single, "sharp", "entropy"), grad="none",
+             group="one or two seeds"),
         Case("dyr of 'ladder', None in 2 of its 3 records", (ladder, "ladder", "dyr"), grad="none",
-             group="one seed"),
+             group="one or two seeds"),
     ]
 
 
@@ -153,6 +156,16 @@ def _pair(g, n, right_a, right_b, agree):
     return text(a), text(b)
 
 
+def _tied_pair(g, n, right, k):
+    """Two 0/1 strings of length n that disagree on exactly k images each way, in random places."""
+    a = ["1" if x else "0" for x in (torch.rand(n, generator=g) < right).tolist()]
+    b = list(a)
+    for i in range(2 * k):
+        a[i], b[i] = ("1", "0") if i < k else ("0", "1")
+    order = torch.randperm(n, generator=g).tolist()
+    return "".join(a[i] for i in order), "".join(b[i] for i in order)
+
+
 def _mcnemar_cases() -> list:
     g = generator(802)
     same = "".join("1" if x else "0" for x in (torch.rand(300, generator=g) < 0.9).tolist())
@@ -163,12 +176,15 @@ def _mcnemar_cases() -> list:
         Case("120 images, accuracies 0.85 and 0.8", _pair(g, 120, 0.85, 0.8, 0.5), grad="none",
              group="random pairs"),
         Case("500 images, accuracies 0.9 and 0.9", _pair(g, 500, 0.9, 0.9, 0.7), grad="none", group="random pairs"),
+        Case("80 images, 7 disagreements each way", _tied_pair(g, 80, 0.8, 7), grad="none", group="random pairs"),
         Case("identical strings (300 images)", (same, same), grad="none", group="edge cases"),
         Case("all 6 disagreements one way (50 images)", one_way, grad="none", group="edge cases"),
         Case("a tie: 5 disagreements each way (40 images)", tie, grad="none", group="edge cases"),
         Case("2000 images, accuracies 0.975 and 0.97", _pair(g, 2000, 0.975, 0.97, 0.95), grad="none",
              group="2000 images"),
         Case("2000 images, accuracies 0.98 and 0.96", _pair(g, 2000, 0.98, 0.96, 0.9), grad="none",
+             group="2000 images"),
+        Case("2000 images, 16 disagreements each way", _tied_pair(g, 2000, 0.97, 16), grad="none",
              group="2000 images"),
     ]
 
