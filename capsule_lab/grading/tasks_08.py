@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from ..capsules import squash
-from ..data import _offline_mnist, affine_test_set, data_root
+from ..data import affine_test_set, load_mnist
 from ..profiles import chapter_settings
 from ..router_bench import RouterSpec, mcnemar_test, run_router_bench, summarize
 from ..routing import RoutingResult, dynamic_routing
@@ -252,11 +252,10 @@ _EXP_DATA: dict = {}
 
 
 def _experiment_data() -> tuple:
-    """The bench's first 3000 training and 500 test images of the offline MNIST (as :func:`bench_data` takes them,
-    read without torchvision, which the grader's evaluation process cannot import): images, labels, images,
-    labels."""
+    """The first 3000 training and 500 test images of the offline MNIST (read without torchvision, which the
+    grader's evaluation process cannot import): images, labels, images, labels."""
     if not _EXP_DATA:
-        train, test = _offline_mnist(data_root(), True), _offline_mnist(data_root(), False)
+        train, test = load_mnist(True, source="offline"), load_mnist(False, source="offline")
         _EXP_DATA["data"] = (*(t[:_EXP_TRAIN] for t in train.tensors), *(t[:_EXP_TEST] for t in test.tensors))
     return _EXP_DATA["data"]
 
