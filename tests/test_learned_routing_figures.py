@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from capsule_lab.figures import (DEFAULT_PAIRS, MAX_FIGURE_WIDTH, plot_similarity_routing,  # noqa: E402
-                                 similarity_clusters, similarity_grid_figure, toy_votes)
+                                 similarity_clusters, similarity_grid_figure, clustered_votes)
 from capsule_lab.learned_routing import similarity_objective  # noqa: E402
 from capsule_lab.widgets import (SimilarityRoutingExplorer, similarity_routing_explorer,  # noqa: E402
                                  similarity_routing_explorer_figure, similarity_routing_result)
@@ -38,18 +38,18 @@ def closed_form(votes, activations, pose, lam1, lam2, scale):
 
 
 def test_toy_votes_is_seeded_and_in_the_unit_disc():
-    v, a = toy_votes()
+    v, a = clustered_votes()
     assert v.shape == (26, 2) and a.shape == (26,) and v.dtype == a.dtype == torch.float64
-    assert torch.equal(v, toy_votes(0)[0]) and not torch.equal(v, toy_votes(1)[0])
+    assert torch.equal(v, clustered_votes(0)[0]) and not torch.equal(v, clustered_votes(1)[0])
     assert bool((v.norm(dim=1) <= 1 + 1e-12).all()) and bool(((a > 0) & (a <= 1)).all())
     assert float(a[:12].max()) < 0.3 and float(a[12:18].min()) > 0.7          # silent big, active small cluster
-    assert toy_votes(sizes=(3, 2), outliers=0)[0].shape == (5, 2)
+    assert clustered_votes(sizes=(3, 2), outliers=0)[0].shape == (5, 2)
 
 
 @pytest.mark.parametrize("lam1, lam2, scale, T", [(0.05, 0.0, 0.2, 3), (0.0, 0.2, 0.2, 3), (1.0, 1.0, 0.3, 5),
                                                   (0.3, 0.7, 0.5, 1)])
 def test_similarity_clusters_is_the_closed_form_then_the_weighted_mean(lam1, lam2, scale, T):
-    v, a = toy_votes()
+    v, a = clustered_votes()
     r = similarity_clusters(v, a, lam1, lam2, scale, T)
     assert r.couplings.shape == (26,) and r.pose.shape == (2,) and r.trajectory.shape == (T + 1, 2)
     assert abs(r.couplings.sum() - 1) < 1e-12 and r.couplings.min() > 0
@@ -67,7 +67,7 @@ def test_similarity_clusters_is_the_closed_form_then_the_weighted_mean(lam1, lam
 
 
 def test_lambda2_large_follows_the_activations_and_lambda1_large_is_uniform():
-    v, a = toy_votes()
+    v, a = clustered_votes()
     follow = similarity_clusters(v, a, 0.01, 1e4, 0.2, 3).couplings
     assert np.allclose(follow, (a / a.sum()).numpy(), atol=1e-5)
     spread = similarity_clusters(v, a, 1e4, 0.01, 0.2, 3).couplings
@@ -77,7 +77,7 @@ def test_lambda2_large_follows_the_activations_and_lambda1_large_is_uniform():
 
 
 def test_the_default_toy_shows_what_the_lambdas_do():
-    v, a = toy_votes()
+    v, a = clustered_votes()
     big, active = v[:12].mean(dim=0).numpy(), v[12:18].mean(dim=0).numpy()
     kernel_only = similarity_clusters(v, a, 0.05, 0.0, 0.2, 3)
     with_activations = similarity_clusters(v, a, 0.0, 0.2, 0.2, 3)
@@ -87,7 +87,7 @@ def test_the_default_toy_shows_what_the_lambdas_do():
 
 
 def test_similarity_grid_figure_draws_one_panel_per_pair():
-    v, a = toy_votes()
+    v, a = clustered_votes()
     fig = similarity_grid_figure()
     assert isinstance(fig, plt.Figure) and width_ok(fig)
     visible = [ax for ax in fig.axes if ax.get_visible()]
@@ -102,7 +102,7 @@ def test_similarity_grid_figure_draws_one_panel_per_pair():
 
 
 def test_plot_similarity_routing_draws_the_pose_and_its_path():
-    v, a = toy_votes()
+    v, a = clustered_votes()
     r = similarity_clusters(v, a, 0.0, 0.2, 0.2, 3)
     fig, ax = plt.subplots()
     dots = plot_similarity_routing(ax, v, a, r.couplings, r.pose, r.trajectory, "t", length_scale=0.2)
@@ -114,7 +114,7 @@ def test_plot_similarity_routing_draws_the_pose_and_its_path():
     assert np.allclose(ring.get_linewidths(), 0.3 + 2.2 * a.numpy())
 
 
-V, A = toy_votes()
+V, A = clustered_votes()
 
 
 @pytest.mark.parametrize("call, match", [
@@ -132,7 +132,7 @@ V, A = toy_votes()
     (lambda: plot_similarity_routing(plt.subplots()[1], V, A, torch.ones(26), torch.zeros(2)), "sum to 1"),
     (lambda: plot_similarity_routing(plt.subplots()[1], V, A, torch.ones(26) / 26, torch.zeros(3)),
      r"pose must have shape \(2,\)"),
-    (lambda: toy_votes(sizes=(1, 2, 3, 4)), "sizes must hold 1 to 3"),
+    (lambda: clustered_votes(sizes=(1, 2, 3, 4)), "sizes must hold 1 to 3"),
     (lambda: similarity_routing_explorer(lam1=0.3), "lam1 must be one of the slider's values"),
     (lambda: similarity_routing_explorer(iterations=11), r"iterations must be an integer in \[1, 10\]"),
 ])
@@ -142,7 +142,7 @@ def test_bad_input_raises_value_error(call, match):
 
 
 def test_explorer_builds_without_a_display_and_follows_its_sliders():
-    v, a = toy_votes()
+    v, a = clustered_votes()
     explorer = similarity_routing_explorer()
     assert isinstance(explorer, SimilarityRoutingExplorer)
     assert (explorer.lam1.value, explorer.lam2.value, explorer.length_scale.value, explorer.iterations.value) == \
@@ -181,7 +181,7 @@ def test_explorer_builds_without_a_display_and_follows_its_sliders():
 
 
 def test_explorer_figure_is_the_default_state():
-    v, a = toy_votes()
+    v, a = clustered_votes()
     fig = similarity_routing_explorer_figure()
     assert isinstance(fig, plt.Figure) and width_ok(fig) and len(fig.axes) == 1
     r = similarity_clusters(v, a, 0.0, 0.2, 0.2, 3)

@@ -26,7 +26,7 @@ from .ladder import (PAPER_TABLE3, activity_profile_figure, coupling_length_figu
                      ladder_explorer_figure, ladder_explorer_result, plot_activity_profile, plot_coupling_length,
                      plot_kept_capsules, plot_step_times, step_time_figure)
 from .learned_routing import (DEFAULT_PAIRS, SimilarityClusters, plot_similarity_routing, similarity_clusters,
-                              similarity_grid_figure, toy_votes)
+                              similarity_grid_figure, clustered_votes)
 from .parse_tree import (ParseTreeSummary, format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
                          parse_tree_summary, plot_parse_tree)
 from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure, keys_per_class_figure,
@@ -54,6 +54,6 @@ __all__ = [
     "PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "plot_activity_profile",
     "activity_profile_figure", "plot_step_times", "step_time_figure", "kept_capsule_positions",
     "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure",
-    "DEFAULT_PAIRS", "SimilarityClusters", "toy_votes", "similarity_clusters", "plot_similarity_routing",
+    "DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters", "plot_similarity_routing",
     "similarity_grid_figure",
 ]

@@ -12,7 +12,7 @@ whose minimiser is ``c_i ∝ a_i^{λ2/(λ1+λ2)} exp(k_i/(λ1+λ2))``
 (a soft, wide cluster), λ2 toward the input activations a_i (votes of silent capsules are ignored whatever
 their agreement), and a small λ1 + λ2 makes the kernel decide (a hard cluster around μ).
 
-- :func:`toy_votes` — a seeded 2-D toy: the votes of I input capsules for one output capsule, in clusters of
+- :func:`clustered_votes` — a seeded 2-D toy: the votes of I input capsules for one output capsule, in clusters of
   different sizes and activations, plus outliers;
 - :func:`similarity_clusters` — similarity routing of the toy with a single Gaussian kernel
   (:func:`capsule_lab.learned_routing.similarity_routing`): the couplings, the pose and its trajectory;
@@ -38,8 +38,8 @@ from .._checks import check_nonnegative, check_positive_int, to_numpy
 from ..learned_routing import similarity_routing
 from .style import MAX_FIGURE_WIDTH
 
-__all__ = ["DEFAULT_PAIRS", "SimilarityClusters", "toy_votes", "similarity_clusters", "plot_similarity_routing",
-           "similarity_grid_figure"]
+__all__ = ["DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters",
+           "plot_similarity_routing", "similarity_grid_figure"]
 
 #: The (λ1, λ2) of :func:`similarity_grid_figure`'s panels by default: the kernel nearly alone (small λ1, no
 #: λ2), λ1 large (spread), the kernel and the activations (no λ1, small λ2), both large.
@@ -100,7 +100,8 @@ def _length_scale(length_scale) -> float:
 
 # ---------------------------------------------------------------- the toy
 
-def toy_votes(seed: int = 0, sizes: Sequence[int] = (12, 6, 4), outliers: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+def clustered_votes(seed: int = 0, sizes: Sequence[int] = (12, 6, 4),
+                    outliers: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
     """A seeded 2-D toy for one output capsule: the votes ``(I, 2)`` and activations ``(I,)`` (float64) of
     I = Σ sizes + outliers input capsules.
 
@@ -224,7 +225,7 @@ def _panel_title(lam1: float, lam2: float, c: np.ndarray) -> str:
 def similarity_grid_figure(votes=None, activations=None, pairs: Sequence[tuple] = DEFAULT_PAIRS,
                            length_scale: float = 0.2, iterations: int = 3) -> Figure:
     """The paper's Figure 2: similarity routing of one output capsule's votes ``(I, 2)`` with ``activations``
-    ``(I,)`` (default: :func:`toy_votes`), one panel (:func:`plot_similarity_routing`) per (λ1, λ2) of
+    ``(I,)`` (default: :func:`clustered_votes`), one panel (:func:`plot_similarity_routing`) per (λ1, λ2) of
     ``pairs`` (default :data:`DEFAULT_PAIRS`), the same Gaussian kernel of width ``length_scale`` and
     ``iterations`` T in each (:func:`similarity_clusters`). Each panel's title gives the largest coupling and
     the couplings' entropy (log I: uniform). With the default toy: small λ1 and λ2 = 0 settle μ on the largest
@@ -233,7 +234,7 @@ def similarity_grid_figure(votes=None, activations=None, pairs: Sequence[tuple] 
     active votes. Chapter 07.
     """
     if votes is None and activations is None:
-        votes, activations = toy_votes()
+        votes, activations = clustered_votes()
     elif votes is None or activations is None:
         raise ValueError("give both votes (I, 2) and activations (I,), or neither (the default toy)")
     v = _votes(votes)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..figures.learned_routing import (_activations, _lambdas, _length_scale, _panel_title, _votes,
-                                       plot_similarity_routing, similarity_clusters, toy_votes)
+                                       plot_similarity_routing, similarity_clusters, clustered_votes)
 from ..figures.style import MAX_FIGURE_WIDTH
 from ..learned_routing import similarity_objective
 from .._checks import check_positive_int
@@ -35,7 +35,7 @@ LENGTH_SCALES = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 def _toy(votes, activations):
     if votes is None and activations is None:
-        return toy_votes()
+        return clustered_votes()
     if votes is None or activations is None:
         raise ValueError("give both votes (I, 2) and activations (I,), or neither (the default toy)")
     v = _votes(votes)
@@ -78,7 +78,7 @@ def _draw(votes, activations, r: dict):
 def similarity_routing_explorer_figure(votes=None, activations=None, lam1: float = 0.0, lam2: float = 0.2,
                                        length_scale: float = 0.2, iterations: int = 3):
     """The explorer's picture for fixed values (the widget's default state by default): one output capsule's
-    votes ``(I, 2)`` and activations ``(I,)`` (default :func:`~capsule_lab.figures.toy_votes`), routed by
+    votes ``(I, 2)`` and activations ``(I,)`` (default :func:`~capsule_lab.figures.clustered_votes`), routed by
     similarity routing with λ1, λ2, one Gaussian kernel of width ``length_scale`` and ``iterations`` T
     (:func:`similarity_routing_result`), drawn by :func:`~capsule_lab.figures.plot_similarity_routing`.
     Returns the Figure. Chapter 07.
@@ -151,7 +151,7 @@ def similarity_routing_explorer(votes=None, activations=None, lam1: float = 0.0,
     """A widget to explore similarity routing for one output capsule: sliders for λ1 and λ2
     (:data:`LAMBDA_VALUES`, 0 to 10), the kernel width ℓ (:data:`LENGTH_SCALES`) and the iterations T (1–10),
     starting at the given values (each must be one of its slider's); votes ``(I, 2)`` and activations ``(I,)``
-    default to :func:`~capsule_lab.figures.toy_votes`. It draws
+    default to :func:`~capsule_lab.figures.clustered_votes`. It draws
     :func:`similarity_routing_explorer_figure` and prints the pose and the objective. Chapter 07.
     """
     return SimilarityRoutingExplorer(votes, activations, lam1, lam2, length_scale, iterations)
