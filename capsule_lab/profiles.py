@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 import torch
 
+from ._checks import check_one_of
 from .models import CapsNetConfig, ConvCapsNetConfig, DeepCapsNetConfig, LadderCapsNetConfig
 from .models.capsnet import BackboneConfig
 
@@ -403,15 +404,24 @@ def cpu_threads(threads: int | None = None) -> int:
     return threads
 
 
-def setup(seed: int = 0, profile: str | None = None, threads: int | None = None, verbose: bool = True) -> Profile:
+def setup(seed: int = 0, profile: str | None = None, threads: int | None = None, verbose: bool = True,
+          chapter: str | None = None) -> Profile:
     """A chapter's setup: pick the profile and device, seed everything, print what was chosen. Chapter 01.
 
-    On a CPU, torch uses :func:`cpu_threads` threads.
+    On a CPU, torch uses :func:`cpu_threads` threads. A chapter whose experiment trains with its own settings
+    (``chapter``: ``"04"`` … ``"08"``, see :func:`chapter_settings`) passes its number, and the line printed names
+    those settings instead of describing the profile's own CapsNet and schedule, which that chapter does not train.
     """
+    if chapter is not None:
+        check_one_of(chapter, [c for c in CHAPTER_SETTINGS if c >= "04"], "chapter")
     prof = get_profile(profile)
     if prof.device == "cpu":
         torch.set_num_threads(cpu_threads(threads))
     seed_everything(seed)
-    if verbose:
+    if verbose and chapter is None:
         print(prof.describe())
+    elif verbose:
+        print(f"profile {prof.name} on {prof.device}: chapter {chapter} trains with its own networks, data and "
+              f"schedule, chapter_settings({chapter!r})"
+              + (", mixed precision" if prof.amp and prof.device.startswith("cuda") else ""))
     return prof

@@ -11,6 +11,8 @@ import nbformat
 import pytest
 import yaml
 
+from capsule_lab.profiles import CHAPTER_SETTINGS
+
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -58,6 +60,26 @@ def test_setup_cell_installs_from_the_configured_repository(path):
     assert 'if "google.colab" in sys.modules:' in setup.source
     assert f"git+{repository_url()}" in setup.source
     assert "setup(" in setup.source, "the setup cell picks the profile and seeds everything"
+
+
+#: What a chapter reads from the profile when it trains the profile's own CapsNet with its schedule.
+PROFILE_TRAINING_FIELDS = re.compile(r"\bprofile\.(capsnet|epochs|train_size|batch_size|lr|data_source|max_shift)\b")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=rel)
+def test_setup_banner_describes_what_the_chapter_trains(path):
+    """setup()'s first line describes the profile's CapsNet and schedule; a chapter that never trains them (it reads
+    none of those fields) passes chapter="NN" so the line points to its own settings, and only such a chapter."""
+    number = path.name[:2]
+    source = "\n".join(c.source for c in code_cells(path))
+    uses_profile_network = bool(PROFILE_TRAINING_FIELDS.search(source))
+    passes_chapter = f'setup(seed=0, chapter="{number}")' in nbformat.read(path, as_version=4).cells[1].source
+    if number in CHAPTER_SETTINGS and number >= "04":
+        assert passes_chapter != uses_profile_network, (
+            f'{rel(path)}: call setup(seed=0, chapter="{number}") exactly when the chapter does not read '
+            "the profile's CapsNet or schedule")
+    else:
+        assert not passes_chapter
 
 
 @pytest.mark.parametrize("path", CHAPTERS + SOLUTIONS, ids=rel)

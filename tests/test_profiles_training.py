@@ -90,6 +90,17 @@ def test_setup_seeds_everything(restore_torch_globals, capsys):
     assert not torch.equal(torch.rand(4), a[0])
 
 
+def test_setup_for_a_chapter_names_its_settings_not_the_profile_network(restore_torch_globals, capsys):
+    setup(seed=0, profile="quick", chapter="08")
+    out = capsys.readouterr().out
+    assert out == "profile quick on cpu: chapter 08 trains with its own networks, data and schedule, " \
+                  "chapter_settings('08')\n"
+    assert "primary capsules" not in out
+    for bad in ("03", "8", 8, "09"):       # chapters 01-03 train the profile's own CapsNet
+        with pytest.raises(ValueError, match="chapter must be one of"):
+            setup(profile="quick", chapter=bad, verbose=False)
+
+
 def test_cpu_threads_explicit_then_environment_then_two(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert cpu_threads() == min(2, os.cpu_count() or 1)
