@@ -39,6 +39,7 @@ import torch
 
 from .layers import capsule_votes
 from .routing import dynamic_routing, vote_free_routing
+from .training import mixed_precision
 
 __all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_median", "bench_routing", "training_step_seconds",
            "step_models", "bench_steps"]
@@ -234,13 +235,15 @@ def main_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), measu
 # ---------------------------------------------------------------- training steps (chapters 06 and 08)
 
 def training_step_seconds(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, loss_fn,
-                          repeats: int = 5, warmup: int = 1, lr: float = 1e-3) -> dict:
+                          repeats: int = 5, warmup: int = 1, lr: float = 1e-3, amp: bool = False) -> dict:
     """Time one training step of ``model`` — forward, ``loss_fn(output, images, labels)``, backward and an Adam
     step — on one fixed batch: ``{"median_s", "mean_s", "stderr_s", "times_s", "batch", "device", "threads"}``.
 
     The model trains while it is timed (its weights change), so time a copy you do not need. ``images`` and
     ``labels`` must be on the model's device. The standard error is that of the mean over the ``repeats`` runs,
-    as the ladder paper's Table 3 reports; the median is the steadier number on a shared machine. Chapter 06.
+    as the ladder paper's Table 3 reports; the median is the steadier number on a shared machine. ``amp`` times the
+    step as :func:`~capsule_lab.training.fit` trains with it: mixed precision and a gradient scaler on CUDA, no
+    effect on a CPU. Chapter 06.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -251,12 +254,16 @@ def training_step_seconds(model: torch.nn.Module, images: torch.Tensor, labels: 
                          f"got {getattr(labels, 'shape', type(labels).__name__)}")
     device = next(model.parameters()).device
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp and device.type == "cuda")
     model.train()
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(images, labels), images, labels).backward()
-        optimizer.step()
+        with mixed_precision(device, amp):
+            loss = loss_fn(model(images, labels), images, labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
 
     times = time_runs(step, repeats, warmup, _sync(device))
     spread = statistics.stdev(times) / len(times) ** 0.5 if len(times) > 1 else float("nan")

@@ -31,7 +31,8 @@ The measures:
 - ``train_step_ms``: the mean training step over the whole training run (its seconds over its steps: the steadier
   number on a shared machine); ``step_ms``: the median of a few training steps (forward, loss, backward, Adam) of
   a fresh copy on one batch;
-  ``inference_ms`` the median forward pass without gradients on one batch; ``device`` and ``threads``;
+  ``inference_ms`` the median forward pass without gradients on one batch; ``device``, ``amp`` (mixed precision,
+  which the step, inference and memory measures then use too, as training does) and ``threads``;
 - ``peak_memory_mb``: one training step's peak memory beyond what was resident before it (CUDA: the allocator's
   peak; CPU: the peak resident set of a fresh process after one warm-up step, with glibc's mmap threshold fixed at
   64 KiB so that tensors are mapped and unmapped as they live and die; Linux only; None elsewhere);
@@ -72,7 +73,7 @@ from .modes import eval_mode
 from .profiles import RouterBenchSettings
 from .rem import global_magnitude_prune, keys_per_class, parse_tree_dictionary, routing_entropy
 from .routing import DetachedRouter, DynamicRouter, SelfAttentionRouter, UniformRouter
-from .training import fit
+from .training import fit, mixed_precision
 
 __all__ = ["RouterSpec", "ROUTER_SPECS", "RECORD_FIELDS", "BENCH_VERSION", "bench_data", "build_network",
            "parse_tree_couplings", "measure_router", "router_parameters", "record_key", "train_and_measure",
@@ -87,7 +88,7 @@ DATASETS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
 RECORD_FIELDS = ("router", "seed", "dataset", "accuracy", "affine_accuracy", "test_size", "parameters",
                  "nonzero_parameters", "router_parameters", "train_seconds", "train_step_ms", "step_ms", "inference_ms", "batch",
                  "peak_memory_mb", "entropy", "keys", "levels", "normalized_over", "dyr", "dead_primary",
-                 "dead_class", "device", "threads", "torch", "key")
+                 "dead_class", "device", "amp", "threads", "torch", "key")
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ def _peak_memory_child(name, settings, seed, queue):  # a fresh process: CPU pea
     queue.put((_status_kib("VmHWM") - before) * 1024)
 
 
-def _peak_memory_mb(name, settings, seed, device, custom) -> float | None:
+def _peak_memory_mb(name, settings, seed, device, custom, amp=False) -> float | None:
     if device.type == "cuda":
         train, _, _ = bench_data(settings)
         images = train.tensors[0][:settings.batch_size].to(device)
@@ -234,7 +235,9 @@ def _peak_memory_mb(name, settings, seed, device, custom) -> float | None:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
-        _loss(net)(net(images, labels), images, labels).backward()
+        with mixed_precision(device, amp):
+            loss = _loss(net)(net(images, labels), images, labels)
+        loss.backward()
         torch.cuda.synchronize()
         return round((torch.cuda.max_memory_allocated(device) - base) / 1e6, 1)
     if custom and name in custom or platform.system() != "Linux":
@@ -309,16 +312,24 @@ def router_parameters(net: nn.Module) -> int:
     return sum(p.numel() for p in router.parameters()) if isinstance(router, nn.Module) else 0
 
 
-def record_key(name: str, seed: int, settings: RouterBenchSettings, device="cpu") -> str:
-    """The cache key of one record: a hash of the router's name, the seed, the device type, :data:`BENCH_VERSION`
-    and every setting that decides a run (all but ``routers`` and ``seeds``, so adding a seed reuses the others).
-    Chapter 08.
+def record_key(name: str, seed: int, settings: RouterBenchSettings, device="cpu", amp: bool = False) -> str:
+    """The cache key of one record: a hash of the router's name, the seed, the device type, :data:`BENCH_VERSION`,
+    every setting that decides a run (all but ``routers`` and ``seeds``, so adding a seed reuses the others) and,
+    when the run trains in mixed precision (``amp`` on CUDA), that fact. Chapter 08.
     """
     settings = _check_settings(settings)
     decisive = {k: v for k, v in asdict(settings).items() if k not in ("routers", "seeds")}
-    blob = json.dumps({"router": name, "seed": seed, "device": torch.device(device).type, "version": BENCH_VERSION,
-                       "settings": decisive}, sort_keys=True, default=str)
+    what = {"router": name, "seed": seed, "device": torch.device(device).type, "version": BENCH_VERSION,
+            "settings": decisive}
+    if _mixed(device, amp):
+        what["amp"] = True                # full precision adds nothing, so full-precision records keep their keys
+    blob = json.dumps(what, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _mixed(device, amp: bool) -> bool:
+    """Whether a run trains in mixed precision: ``amp`` acts on CUDA only (:func:`~capsule_lab.training.fit`)."""
+    return bool(amp) and torch.device(device).type == "cuda"
 
 
 def train_and_measure(name: str, settings: RouterBenchSettings, data: tuple, seed: int = 0, device="cpu",
@@ -352,10 +363,10 @@ def train_and_measure(name: str, settings: RouterBenchSettings, data: tuple, see
               "train_step_ms": 1e3 * seconds / (settings.epochs * math.ceil(len(train) / settings.batch_size)),
               "train_loss": history.train_loss, "train_accuracy": history.train_accuracy,
               "normalized_over": spec.normalized_over}
-    record.update(_timings(name, settings, seed, train, device, custom))
-    record["peak_memory_mb"] = _peak_memory_mb(name, settings, seed, device, custom) if memory else None
-    record.update(device=str(device), threads=torch.get_num_threads(), torch=torch.__version__,
-                  key=record_key(name, seed, settings, device))
+    record.update(_timings(name, settings, seed, train, device, custom, amp))
+    record["peak_memory_mb"] = _peak_memory_mb(name, settings, seed, device, custom, amp) if memory else None
+    record.update(device=str(device), amp=_mixed(device, amp), threads=torch.get_num_threads(),
+                  torch=torch.__version__, key=record_key(name, seed, settings, device, amp))
     return record
 
 
@@ -367,12 +378,12 @@ def _effective_weights(net: nn.Module):
             yield p.detach() * mask if mask is not None else p.detach()
 
 
-def _timings(name, settings, seed, train, device, custom) -> dict:
+def _timings(name, settings, seed, train, device, custom, amp=False) -> dict:
     images = train.tensors[0][:settings.batch_size].to(device)
     labels = train.tensors[1][:settings.batch_size].to(device)
     net = build_network(name, settings, seed, custom).to(device)
-    step = training_step_seconds(net, images, labels, _loss(net), repeats=settings.timing_repeats)
-    with eval_mode(net), torch.no_grad():
+    step = training_step_seconds(net, images, labels, _loss(net), repeats=settings.timing_repeats, amp=amp)
+    with eval_mode(net), torch.no_grad(), mixed_precision(device, amp):
         times = time_runs(lambda: net(images), settings.timing_repeats, 1, _sync(device))
     return {"step_ms": step["median_s"] * 1e3, "inference_ms": statistics.median(times) * 1e3,
             "batch": len(labels)}
@@ -407,7 +418,7 @@ def run_router_bench(settings: RouterBenchSettings, routers=None, seeds=None, da
     bar = tqdm([(name, seed) for name in routers for seed in seeds], desc="routers", disable=not progress)
     for name, seed in bar:
         bar.set_postfix_str(f"{name}, seed {seed}")
-        key = record_key(name, seed, settings, device)
+        key = record_key(name, seed, settings, device, amp)
         path = folder / f"{key}.json" if folder is not None else None
         if path is not None and path.exists() and not (custom and name in custom):
             records.append({**json.loads(path.read_text()), "cached": True})

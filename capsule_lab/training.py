@@ -21,8 +21,8 @@ from .data import random_shift
 from .models import capsnet_loss
 from .modes import eval_mode
 
-__all__ = ["OPTIMIZERS", "History", "batches", "eval_mode", "evaluate", "fit", "fit_profile", "save_checkpoint",
-           "load_checkpoint"]
+__all__ = ["OPTIMIZERS", "History", "batches", "eval_mode", "evaluate", "fit", "fit_profile", "mixed_precision",
+           "save_checkpoint", "load_checkpoint"]
 
 
 #: The optimisers :func:`fit` accepts (chapter 04 compares them on dying capsules).
@@ -64,7 +64,9 @@ def batches(data: Dataset, batch_size: int, shuffle: bool = False,
         yield from DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator)
 
 
-def _autocast(device: torch.device, amp: bool):
+def mixed_precision(device: torch.device, amp: bool):
+    """The autocast context :func:`fit` trains in: mixed precision (bfloat16 where the GPU supports it, else
+    float16) when ``amp`` on CUDA, disabled otherwise. Chapter 02."""
     if amp and device.type == "cuda":
         dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.autocast("cuda", dtype=dtype)
@@ -79,7 +81,7 @@ def evaluate(model: torch.nn.Module, data: Dataset, batch_size: int = 500, devic
     with eval_mode(model):
         for x, y in batches(data, batch_size):
             x, y = x.to(device), y.to(device)
-            with _autocast(device, amp):
+            with mixed_precision(device, amp):
                 lengths = model(x).lengths
             correct += (lengths.argmax(dim=1) == y).sum().item()
             total += len(y)
@@ -152,7 +154,7 @@ def fit(
         for x, y in bar:
             x = random_shift(x, max_shift, generator=generator) if max_shift else x
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with _autocast(device, amp):
+            with mixed_precision(device, amp):
                 out = model(x, y)
                 loss = loss_fn(out, x, y)
             optimizer.zero_grad(set_to_none=True)

@@ -110,6 +110,23 @@ def test_a_training_step_is_timed_and_taken():
         bench.training_step_seconds(model, images, labels, capsnet_loss, repeats=0)
 
 
+def test_a_training_step_with_amp_on_a_cpu_is_the_fp32_step():
+    """amp=True runs fit's mixed-precision path (autocast, gradient scaler), which switches off on a CPU: the steps
+    taken must be exactly the full-precision ones, and must be taken."""
+    from capsule_lab.models import CapsNet, CapsNetConfig, capsnet_loss
+
+    images, labels = torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3])
+    models = []
+    for amp in (True, False):
+        torch.manual_seed(0)
+        model = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False))
+        start = [p.detach().clone() for p in model.parameters()]
+        bench.training_step_seconds(model, images, labels, capsnet_loss, repeats=2, warmup=1, amp=amp)
+        assert any(not torch.equal(a, b) for a, b in zip(start, model.parameters()))
+        models.append(model)
+    assert all(torch.equal(a, b) for a, b in zip(models[0].parameters(), models[1].parameters()))
+
+
 def test_bench_steps_times_ladders_and_capsnets(monkeypatch, capsys):
     from capsule_lab.models import CapsNetConfig, LadderCapsNetConfig
 

@@ -84,7 +84,8 @@ def test_parse_tree_couplings_read_each_router_the_same_way():
 
 def test_a_record_measures_what_it_says(tiny_data):
     train, test, affine = tiny_data
-    record = rb.train_and_measure("rem-pruned", TINY, tiny_data, seed=0, memory=False)
+    record = rb.train_and_measure("rem-pruned", TINY, tiny_data, seed=0, amp=True, memory=False)
+    assert record["amp"] is False and record["key"] == rb.record_key("rem-pruned", 0, TINY)   # amp acts on CUDA only
     # the network the record describes, trained again from the same seed, gives the same accuracy by evaluate
     net = rb.build_network("rem-pruned", TINY, 0)
     fit(net, train, None, epochs=TINY.epochs, batch_size=TINY.batch_size, lr=TINY.lr, lr_decay=TINY.lr_decay,
@@ -129,6 +130,9 @@ def test_the_cache_is_read_on_the_second_run(tmp_path, tiny_data):
     assert key == rb.record_key("uniform", 0, replace(small, seeds=(0, 5), routers=("uniform",)))
     assert key != rb.record_key("uniform", 0, replace(small, lr=small.lr * 2))
     assert key != rb.record_key("uniform", 1, small) != rb.record_key("dynamic r=3", 0, small)
+    # mixed precision on CUDA is another run; amp on a CPU changes nothing, so neither does it change the key
+    assert rb.record_key("uniform", 0, small, "cpu", amp=True) == key
+    assert rb.record_key("uniform", 0, small, "cuda", amp=True) != rb.record_key("uniform", 0, small, "cuda") != key
 
 
 def test_a_custom_router_plugs_in_and_is_never_cached(tmp_path, tiny_data):
