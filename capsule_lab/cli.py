@@ -195,15 +195,16 @@ def _bench(args: argparse.Namespace) -> int:
 def _bench_routers(args: argparse.Namespace) -> int:
     import json
 
-    from .profiles import chapter_settings
+    from .profiles import chapter_settings, get_profile
     from .router_bench import default_cache, run_router_bench, summarize, write_results
 
-    settings = chapter_settings("08", args.profile)
+    profile = get_profile(args.profile, args.device)     # the chapter's precision: mixed on CUDA in the full profile
+    settings = chapter_settings("08", profile)
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds must be a positive integer, got {args.seeds}")
     seeds = tuple(range(args.seeds)) if args.seeds is not None else None
     cache = None if args.no_cache else (args.cache or default_cache())
-    records = run_router_bench(settings, args.routers, seeds, cache=cache, device=args.device,
+    records = run_router_bench(settings, args.routers, seeds, cache=cache, device=profile.device, amp=profile.amp,
                                memory=not args.no_memory)
     json_path, csv_path = write_results(records, args.out)
     summary = {name: {k: (v[0] if isinstance(v, tuple) else v) for k, v in row.items()}

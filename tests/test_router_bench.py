@@ -209,6 +209,24 @@ def test_cli_bench_routers_writes_records_and_reads_its_cache(tmp_path, monkeypa
     assert cli.main(["bench", "routers", "--seeds", "0"]) == 2 and "--seeds" in capsys.readouterr().err
 
 
+def test_cli_bench_routers_trains_as_the_chapter_does(tmp_path, monkeypatch, capsys):
+    """The command runs the profile's precision on the chosen device (mixed on CUDA in the full profile, as chapter
+    08 does), so the chapter and the command share their cached records."""
+    calls = []
+
+    def fake_bench(settings, routers, seeds, **kwargs):
+        calls.append(kwargs)
+        return [{"router": "uniform", "seed": 0, "accuracy": 0.5, "cached": False}]
+
+    monkeypatch.setattr(rb, "run_router_bench", fake_bench)
+    for profile, device in (("full", "cuda"), ("quick", "cuda"), ("full", "cpu")):
+        argv = ["bench", "routers", "--profile", profile, "--device", device, "--out", str(tmp_path / "b.json")]
+        assert cli.main(argv) == 0
+    capsys.readouterr()
+    assert [(c["device"], c["amp"]) for c in calls] == [("cuda", True), ("cuda", False), ("cpu", True)]
+    assert [rb._mixed(c["device"], c["amp"]) for c in calls] == [True, False, False]
+
+
 def test_figures_draw_the_summary():
     import matplotlib
     matplotlib.use("Agg")
