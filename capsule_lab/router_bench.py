@@ -204,20 +204,27 @@ def parse_tree_couplings(out, normalized_over: str) -> tuple[torch.Tensor, int]:
     return c / c.sum(dim=2, keepdim=True).clamp_min(1e-12), 11
 
 
-def _peak_memory_child(name, settings, seed, queue):  # a fresh process: CPU peak resident set of one step
-    from .bench import _status_kib
-
-    torch.set_num_threads(1)
-    train, _, _ = bench_data(settings)
-    images, labels = train.tensors[0][:settings.batch_size], train.tensors[1][:settings.batch_size]
-    net = build_network(name, settings, seed)
+def _training_step(net, images, labels, amp: bool) -> Callable[[], None]:
+    """One training step as :func:`~capsule_lab.training.fit` takes it (Adam; mixed precision with ``amp`` on CUDA)."""
+    device = images.device
     optimizer = torch.optim.Adam(net.parameters())
+    scaler = torch.amp.GradScaler("cuda", enabled=_mixed(device, amp))
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        _loss(net)(net(images, labels), images, labels).backward()
-        optimizer.step()
+        with mixed_precision(device, amp):
+            loss = _loss(net)(net(images, labels), images, labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return step
 
+
+def _peak_memory_child(name, settings, seed, images, labels, queue):  # a fresh process: CPU peak resident set
+    from .bench import _status_kib
+
+    torch.set_num_threads(1)
+    step = _training_step(build_network(name, settings, seed), images, labels, amp=False)
     step()                                              # warm-up: thread pools, allocator, Adam's state
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")                                    # reset the peak resident set (VmHWM) to the current one
@@ -226,25 +233,25 @@ def _peak_memory_child(name, settings, seed, queue):  # a fresh process: CPU pea
     queue.put((_status_kib("VmHWM") - before) * 1024)
 
 
-def _peak_memory_mb(name, settings, seed, device, custom, amp=False) -> float | None:
+def _peak_memory_mb(name, settings, seed, images, labels, device, custom, amp=False) -> float | None:
+    """One training step's peak memory (MB) beyond what was resident before it, after a warm-up step: on CUDA the
+    allocator's peak, on a Linux CPU the peak resident set of a fresh process (None elsewhere, or for a custom
+    router, which may not pickle into one)."""
     if device.type == "cuda":
-        train, _, _ = bench_data(settings)
-        images = train.tensors[0][:settings.batch_size].to(device)
-        labels = train.tensors[1][:settings.batch_size].to(device)
         net = build_network(name, settings, seed, custom).to(device)
+        step = _training_step(net, images.to(device), labels.to(device), amp)
+        step()                                          # warm-up: Adam's state, the scaler, cuBLAS workspaces
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
-        with mixed_precision(device, amp):
-            loss = _loss(net)(net(images, labels), images, labels)
-        loss.backward()
+        step()
         torch.cuda.synchronize()
         return round((torch.cuda.max_memory_allocated(device) - base) / 1e6, 1)
     if custom and name in custom or platform.system() != "Linux":
         return None                                     # a custom router may not pickle into a fresh process
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    child = ctx.Process(target=_peak_memory_child, args=(name, settings, seed, queue))
+    child = ctx.Process(target=_peak_memory_child, args=(name, settings, seed, images, labels, queue))
     # glibc serves a freed block's size from its heap next time (its mmap threshold rises), so the second step's
     # tensors would reuse memory the warm-up step left resident and its peak would not show; a fixed threshold
     # keeps every block of 64 KiB or more mapped on allocation and returned on free.
@@ -364,7 +371,8 @@ def train_and_measure(name: str, settings: RouterBenchSettings, data: tuple, see
               "train_loss": history.train_loss, "train_accuracy": history.train_accuracy,
               "normalized_over": spec.normalized_over}
     record.update(_timings(name, settings, seed, train, device, custom, amp))
-    record["peak_memory_mb"] = _peak_memory_mb(name, settings, seed, device, custom, amp) if memory else None
+    batch = train.tensors[0][:settings.batch_size], train.tensors[1][:settings.batch_size]
+    record["peak_memory_mb"] = _peak_memory_mb(name, settings, seed, *batch, device, custom, amp) if memory else None
     record.update(device=str(device), amp=_mixed(device, amp), threads=torch.get_num_threads(),
                   torch=torch.__version__, key=record_key(name, seed, settings, device, amp))
     return record
