@@ -234,6 +234,24 @@ def main_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), measu
 
 # ---------------------------------------------------------------- training steps (chapters 06 and 08)
 
+def _training_step(model, images, labels, loss_fn, amp: bool = False, lr: float = 1e-3) -> Callable[[], None]:
+    """One training step of ``model`` on one batch as :func:`~capsule_lab.training.fit` takes it: Adam, and with
+    ``amp`` on CUDA mixed precision and a gradient scaler. The model is put in training mode."""
+    device = next(model.parameters()).device
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp and device.type == "cuda")
+    model.train()
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with mixed_precision(device, amp):
+            loss = loss_fn(model(images, labels), images, labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return step
+
+
 def training_step_seconds(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, loss_fn,
                           repeats: int = 5, warmup: int = 1, lr: float = 1e-3, amp: bool = False) -> dict:
     """Time one training step of ``model`` — forward, ``loss_fn(output, images, labels)``, backward and an Adam
@@ -253,19 +271,7 @@ def training_step_seconds(model: torch.nn.Module, images: torch.Tensor, labels: 
         raise ValueError(f"labels must be a tensor of shape (B,) = ({images.shape[0]},), "
                          f"got {getattr(labels, 'shape', type(labels).__name__)}")
     device = next(model.parameters()).device
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp and device.type == "cuda")
-    model.train()
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with mixed_precision(device, amp):
-            loss = loss_fn(model(images, labels), images, labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-
-    times = time_runs(step, repeats, warmup, _sync(device))
+    times = time_runs(_training_step(model, images, labels, loss_fn, amp, lr), repeats, warmup, _sync(device))
     spread = statistics.stdev(times) / len(times) ** 0.5 if len(times) > 1 else float("nan")
     return {"median_s": statistics.median(times), "mean_s": statistics.fmean(times), "stderr_s": spread,
             "times_s": times, "batch": int(images.shape[0]), "device": str(device),

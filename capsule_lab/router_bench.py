@@ -64,7 +64,7 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from ._checks import check_one_of, check_positive_int
-from .bench import _sync, time_runs, training_step_seconds
+from .bench import _sync, _training_step, time_runs, training_step_seconds
 from .data import affine_test_set, load_fashion_mnist, load_mnist
 from .diagnostics import activation_stats, routing_dynamics
 from .learned_routing import ConnectionistRouter, SimilarityRouter
@@ -204,27 +204,12 @@ def parse_tree_couplings(out, normalized_over: str) -> tuple[torch.Tensor, int]:
     return c / c.sum(dim=2, keepdim=True).clamp_min(1e-12), 11
 
 
-def _training_step(net, images, labels, amp: bool) -> Callable[[], None]:
-    """One training step as :func:`~capsule_lab.training.fit` takes it (Adam; mixed precision with ``amp`` on CUDA)."""
-    device = images.device
-    optimizer = torch.optim.Adam(net.parameters())
-    scaler = torch.amp.GradScaler("cuda", enabled=_mixed(device, amp))
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        with mixed_precision(device, amp):
-            loss = _loss(net)(net(images, labels), images, labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    return step
-
-
 def _peak_memory_child(name, settings, seed, images, labels, queue):  # a fresh process: CPU peak resident set
     from .bench import _status_kib
 
     torch.set_num_threads(1)
-    step = _training_step(build_network(name, settings, seed), images, labels, amp=False)
+    net = build_network(name, settings, seed)
+    step = _training_step(net, images, labels, _loss(net))
     step()                                              # warm-up: thread pools, allocator, Adam's state
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")                                    # reset the peak resident set (VmHWM) to the current one
@@ -239,7 +224,7 @@ def _peak_memory_mb(name, settings, seed, images, labels, device, custom, amp=Fa
     router, which may not pickle into one)."""
     if device.type == "cuda":
         net = build_network(name, settings, seed, custom).to(device)
-        step = _training_step(net, images.to(device), labels.to(device), amp)
+        step = _training_step(net, images.to(device), labels.to(device), _loss(net), amp)
         step()                                          # warm-up: Adam's state, the scaler, cuBLAS workspaces
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats(device)

@@ -37,7 +37,7 @@ def closed_form(votes, activations, pose, lam1, lam2, scale):
     return (w / w.sum()).numpy(), k
 
 
-def test_toy_votes_is_seeded_and_in_the_unit_disc():
+def test_clustered_votes_is_seeded_and_in_the_unit_disc():
     v, a = clustered_votes()
     assert v.shape == (26, 2) and a.shape == (26,) and v.dtype == a.dtype == torch.float64
     assert torch.equal(v, clustered_votes(0)[0]) and not torch.equal(v, clustered_votes(1)[0])

@@ -25,8 +25,8 @@ from .gradients import (draw_routing_graph, plot_gradient_history, plot_gradient
 from .ladder import (PAPER_TABLE3, activity_profile_figure, coupling_length_figure, kept_capsule_positions,
                      ladder_explorer_figure, ladder_explorer_result, plot_activity_profile, plot_coupling_length,
                      plot_kept_capsules, plot_step_times, step_time_figure)
-from .learned_routing import (DEFAULT_PAIRS, SimilarityClusters, plot_similarity_routing, similarity_clusters,
-                              similarity_grid_figure, clustered_votes)
+from .learned_routing import (DEFAULT_PAIRS, SimilarityClusters, clustered_votes, plot_similarity_routing,
+                              similarity_clusters, similarity_grid_figure)
 from .parse_tree import (ParseTreeSummary, format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
                          parse_tree_summary, plot_parse_tree)
 from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure, keys_per_class_figure,
