@@ -18,7 +18,7 @@ from torch import nn
 
 from ._checks import check_tensor
 
-__all__ = ["squash", "squash_exp", "margin_loss", "conv_to_capsules", "PrimaryCapsules"]
+__all__ = ["squash", "squash_exp", "capsule_lengths", "margin_loss", "conv_to_capsules", "PrimaryCapsules"]
 
 # ‖s‖ is computed as sqrt(‖s‖² + EPS²): the same value to float precision for any real capsule, and
 # a finite value and gradient at s = 0, where the plain norm has an undefined derivative.
@@ -67,6 +67,19 @@ def squash_exp(s: torch.Tensor, dim: int = -1) -> torch.Tensor:
     _, norm = _safe_norm(s, dim)
     # -expm1(-x) = 1 - e^{-x} without the cancellation that makes it 0 for tiny x in float32.
     return -torch.expm1(-norm) * (s / norm)
+
+
+def capsule_lengths(u: torch.Tensor) -> torch.Tensor:
+    """The lengths ‖u‖ of capsules ``u`` ``(..., D)`` → ``(...)``, computed as ``sqrt(‖u‖² + 10⁻¹⁶)``: the same
+    value to float precision for any real capsule, and a finite gradient at u = 0.
+
+    A capsule's length is its activation (the probability that its entity is present, Sabour et al.): the input
+    activations a_i that a capsule layer hands its router, and the output activations of a layer of vector capsules.
+
+    Chapter 01 (the learned routers of chapter 07 read them as their input activations).
+    """
+    check_tensor(u, "u", "(..., D)", min_ndim=1, nonempty=True, floating=True)
+    return torch.sqrt((u * u).sum(dim=-1) + 1e-16)
 
 
 def margin_loss(

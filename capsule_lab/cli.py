@@ -181,7 +181,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import main_routing, main_steps  # heavy: imported by the command that needs it
+    from .cost import main_routing, main_steps  # heavy: imported by the command that needs it
 
     if args.what == "routers":
         return _bench_routers(args)
@@ -196,7 +196,7 @@ def _bench_routers(args: argparse.Namespace) -> int:
     import json
 
     from .profiles import chapter_settings, get_profile
-    from .router_bench import default_cache, run_router_bench, summarize, write_results
+    from .router_bench import default_cache, run_router_bench, summarize_records, write_results
 
     profile = get_profile(args.profile, args.device)     # the chapter's precision: mixed on CUDA in the full profile
     settings = chapter_settings("08", profile)
@@ -208,7 +208,7 @@ def _bench_routers(args: argparse.Namespace) -> int:
                                memory=not args.no_memory)
     json_path, csv_path = write_results(records, args.out)
     summary = {name: {k: (v[0] if isinstance(v, tuple) else v) for k, v in row.items()}
-               for name, row in summarize(records).items()}
+               for name, row in summarize_records(records).items()}
     print(json.dumps({"records": str(json_path), "table": str(csv_path), "cache": str(cache) if cache else None,
                       "trained": sum(not r["cached"] for r in records), "read": sum(r["cached"] for r in records),
                       "means": summary}, indent=2))

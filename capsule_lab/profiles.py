@@ -22,47 +22,49 @@ import torch
 from ._checks import check_one_of
 from .models import CapsNetConfig, ConvCapsNetConfig, DeepCapsNetConfig, LadderCapsNetConfig
 from .models.capsnet import BackboneConfig
+from .routing import RouterSpec
+from .training import Schedule
 
 __all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup",
            "GradientStudySettings", "DepthStudySettings", "RemSettings", "LadderSettings",
-           "LearnedRoutingSettings", "RouterBenchSettings", "ROUTERS_08", "CHAPTER_SETTINGS", "chapter_settings"]
+           "LearnedRoutingSettings", "RouterBenchSettings", "ROUTERS_07", "ROUTERS_08", "CHAPTER_SETTINGS",
+           "chapter_settings"]
 
 
 @dataclass(frozen=True)
 class Profile:
-    """What a chapter trains, and how. Chapter 02 explains each field."""
+    """What a chapter trains, and how. Chapter 02 explains each field; ``schedule`` is how :func:`fit` trains
+    (:class:`~capsule_lab.training.Schedule`: epochs, batch, Adam's learning rate and its decay per epoch, shifts)."""
 
     name: str
     data_source: str        # "offline" = the 8k/2k real npm digits, "torchvision" = the full 60k/10k
     train_size: int | None  # None: the whole training set
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float         # per-epoch multiplicative decay of the learning rate (ExponentialLR)
-    max_shift: int          # random translation of training images, in pixels (Sabour: 2)
+    schedule: Schedule
     capsnet: CapsNetConfig = field(default_factory=CapsNetConfig.sabour)
     amp: bool = False       # mixed precision, used only on CUDA
     device: str = "cpu"
 
     def describe(self) -> str:
-        c = self.capsnet
+        c, t = self.capsnet, self.schedule
         size = "all" if self.train_size is None else f"{self.train_size:,}"
         return (f"profile {self.name} on {self.device}: {size} training images ({self.data_source}), "
-                f"{self.epochs} epochs, batch {self.batch_size}, CapsNet {c.conv_channels} conv channels, "
-                f"{c.primary_caps} primary capsules, r={c.iterations}"
+                f"{t.epochs} epochs, batch {t.batch_size}, CapsNet {c.conv_channels} conv channels, "
+                f"{c.primary_caps} primary capsules, r={c.router.iterations}"
                 + (", mixed precision" if self.amp and self.device.startswith("cuda") else ""))
 
 
 PROFILES = {
     # Sabour et al.: 60k MNIST, shifts of up to 2 px, Adam 1e-3 with exponential decay; we use 0.9 per
     # epoch for 50 epochs (Sabour give no epoch count; Gu & Tresp's supplement trains 100).
-    "full": Profile("full", data_source="torchvision", train_size=None, epochs=50, batch_size=128,
-                    lr=1e-3, lr_decay=0.9, max_shift=2, capsnet=CapsNetConfig.sabour(), amp=True),
+    "full": Profile("full", data_source="torchvision", train_size=None,
+                    schedule=Schedule(epochs=50, batch_size=128, lr=1e-3, lr_decay=0.9, max_shift=2),
+                    capsnet=CapsNetConfig.sabour(), amp=True),
     # Quick: the slim network (144 primary capsules) and a 3× larger learning rate than Sabour's, so that
     # 3 epochs on the 8k offline digits reach ~97.7 % on the 2k held-out ones at ~9 s per epoch on 2 CPU cores
     # (lr 1e-3 reached 94.9-96.8 % in 3 epochs).
-    "quick": Profile("quick", data_source="offline", train_size=8000, epochs=3, batch_size=128,
-                     lr=3e-3, lr_decay=0.9, max_shift=0, capsnet=CapsNetConfig.slim()),
+    "quick": Profile("quick", data_source="offline", train_size=8000,
+                     schedule=Schedule(epochs=3, batch_size=128, lr=3e-3, lr_decay=0.9, max_shift=0),
+                     capsnet=CapsNetConfig.slim()),
 }
 
 
@@ -75,10 +77,7 @@ class GradientStudySettings:
 
     capsnet: CapsNetConfig
     train_size: int | None      # None: the whole training set
-    epochs: int
-    lr: float
-    lr_decay: float
-    max_shift: int
+    schedule: Schedule
 
 
 @dataclass(frozen=True)
@@ -86,22 +85,18 @@ class DepthStudySettings:
     """Chapter 04's experiment: DeepCapsNets over depths × routings × seeds, their capsules measured.
 
     The full entry is Mitterreiter et al.'s setting for their Tables 1–2: 10 models, affNIST-style training
-    data, depths up to 5. ``threads``: CPU threads for these tiny networks (one is faster than two).
+    data, depths up to 5. ``threads``: CPU threads for these tiny networks (one is faster than two). The schedule's
+    optimiser is Adam or SGD (chapter 04 compares them on dying capsules).
     """
 
     config: DeepCapsNetConfig
     train_size: int | None      # None: the whole training set
     test_size: int
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float
+    schedule: Schedule
     seeds: tuple
     depths: tuple
     affine_train: bool
     threads: int = 1
-    optimizer: str = "adam"     # "adam" or "sgd" (capsule_lab.training.fit)
-    momentum: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -123,10 +118,7 @@ class RemSettings:
     train_size: int | None      # None: the whole training set less the validation images
     val_size: int
     test_size: int | None       # None: the whole test set
-    batch_size: int
-    lr: float
-    lr_decay: float
-    max_shift: int
+    schedule: Schedule          # its epochs are warmup_epochs + rounds · epochs_per_round
     warmup_epochs: int
     rounds: int
     epochs_per_round: int
@@ -137,15 +129,16 @@ class RemSettings:
     single_shot: bool = False   # also train a third run, pruned once at initialisation (SNIP) to REM's sparsity
     keep_every_step: bool = True    # False: only the last step and REM's model keep weights and couplings
 
+    def __post_init__(self):
+        epochs = self.warmup_epochs + self.rounds * self.epochs_per_round
+        if self.schedule.epochs != epochs:
+            raise ValueError(f"schedule.epochs must be warmup_epochs + rounds · epochs_per_round = {epochs} (the "
+                             f"epochs of every run, dense or pruned), got {self.schedule.epochs}")
+
     @property
     def final_sparsity(self) -> float:
         """The share of the prunable weights the REM run has pruned after its last round."""
         return 1 - (1 - self.amount) ** self.rounds
-
-    @property
-    def epochs(self) -> int:
-        """The epochs of every run (dense or pruned), warm-up and rounds together."""
-        return self.warmup_epochs + self.rounds * self.epochs_per_round
 
 
 @dataclass(frozen=True)
@@ -158,7 +151,7 @@ class LadderSettings:
     :class:`~capsule_lab.models.capsnet.BackboneConfig` field); the chapter's has no decoder and r = 3. Every
     network trains with the same data, epochs and schedule (Adam, ``lr``
     decayed by ``lr_decay`` per epoch: the paper gives the start, 10⁻³, and no epoch count or rate). ``bench``
-    names the sizes :func:`capsule_lab.bench.step_models` times for Table 3 (``"full"``: the paper's, on 28×28
+    names the sizes :func:`capsule_lab.cost.step_models` times for Table 3 (``"full"``: the paper's, on 28×28
     MNIST). ``profile_digit`` and ``profile_top``: Figure 4 averages the ``profile_top`` largest activities of
     the primary capsules over the training images of this digit.
     """
@@ -168,10 +161,7 @@ class LadderSettings:
     capsnet: CapsNetConfig
     train_size: int | None      # None: the whole training set
     test_size: int | None       # None: the whole test set (both test sets are made from the same digits)
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float
+    schedule: Schedule
     bench: str = "quick"
     bench_repeats: int = 5
     profile_digit: int = 0
@@ -212,10 +202,7 @@ class LearnedRoutingSettings:
     datasets: tuple
     train_size: int | None      # None: the whole training set
     test_size: int | None       # None: the whole test set
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float
+    schedule: Schedule
     iterations: int = 3
     kernels: int = 10
     lstm_hidden: int = 16
@@ -244,10 +231,7 @@ class RouterBenchSettings:
     dataset: str
     train_size: int | None      # None: the whole training set
     test_size: int | None       # None: the whole test set
-    epochs: int
-    batch_size: int
-    lr: float
-    lr_decay: float
+    schedule: Schedule
     seeds: tuple
     ladder_k: int
     rem_amount: float
@@ -261,14 +245,15 @@ class RouterBenchSettings:
     def __post_init__(self):
         if self.capsnet.decoder:
             raise ValueError("the bench's backbone must have no decoder (decoder=False): only the routing differs")
-        if not 0 <= self.rem_rounds < self.epochs:
-            raise ValueError(f"rem_rounds must be in [0, epochs) = [0, {self.epochs}) so the network trains after "
-                             f"its last pruning, got {self.rem_rounds!r}")
+        if not 0 <= self.rem_rounds < self.schedule.epochs:
+            raise ValueError(f"rem_rounds must be in [0, epochs) = [0, {self.schedule.epochs}) so the network trains "
+                             f"after its last pruning, got {self.rem_rounds!r}")
         if not 0 < self.ladder_k <= self.capsnet.primary_caps:
             raise ValueError(f"ladder_k must be in [1, {self.capsnet.primary_caps}] (the primary capsules), "
                              f"got {self.ladder_k!r}")
 
 
+#: Chapter 07's routers, in the order its study trains and shows them.
 ROUTERS_07 = ("dynamic", "similarity", "connectionist")
 #: Chapter 08's routers, in the order the bench runs and the chapter shows them.
 ROUTERS_08 = ("dynamic r=1", "dynamic r=3", "dynamic r=5", "detached", "uniform", "rem-pruned", "ladder",
@@ -277,32 +262,34 @@ ROUTERS_08 = ("dynamic r=1", "dynamic r=3", "dynamic r=5", "detached", "uniform"
 CHAPTER_SETTINGS = {
     # Quick: 3 epochs on 3k digits keep the three runs of chapter 03 under a minute on 2 CPU cores.
     "03": {
-        "quick": GradientStudySettings(CapsNetConfig.slim(), train_size=3000, epochs=3, lr=3e-3, lr_decay=0.9,
-                                       max_shift=0),
-        "full": GradientStudySettings(CapsNetConfig.sabour(), train_size=None, epochs=100, lr=1e-3, lr_decay=1.0,
-                                      max_shift=2),
+        "quick": GradientStudySettings(CapsNetConfig.slim(), train_size=3000,
+                                       schedule=Schedule(epochs=3, batch_size=128, lr=3e-3, lr_decay=0.9)),
+        "full": GradientStudySettings(CapsNetConfig.sabour(), train_size=None,
+                                      schedule=Schedule(epochs=100, batch_size=128, lr=1e-3, lr_decay=1.0,
+                                                        max_shift=2)),
     },
     # Quick: one epoch on 3k digits per network, 2 seeds, depths 1-4 (chapter 04 explains what this can show).
     "04": {
-        "quick": DepthStudySettings(DeepCapsNetConfig.quick(), train_size=3000, test_size=1000, epochs=1,
-                                    batch_size=64, lr=3e-3, lr_decay=0.95, seeds=(0, 1), depths=(1, 2, 3, 4),
-                                    affine_train=False),
-        "full": DepthStudySettings(DeepCapsNetConfig.paper(), train_size=None, test_size=10000, epochs=30,
-                                   batch_size=128, lr=1e-3, lr_decay=0.95, seeds=tuple(range(10)),
-                                   depths=(1, 2, 3, 4, 5), affine_train=True),
+        "quick": DepthStudySettings(DeepCapsNetConfig.quick(), train_size=3000, test_size=1000,
+                                    schedule=Schedule(epochs=1, batch_size=64, lr=3e-3, lr_decay=0.95),
+                                    seeds=(0, 1), depths=(1, 2, 3, 4), affine_train=False),
+        "full": DepthStudySettings(DeepCapsNetConfig.paper(), train_size=None, test_size=10000,
+                                   schedule=Schedule(epochs=30, batch_size=128, lr=1e-3, lr_decay=0.95),
+                                   seeds=tuple(range(10)), depths=(1, 2, 3, 4, 5), affine_train=True),
     },
     # Quick: the slim CapsNet with 32 conv channels (144 primary capsules, no decoder) on 3k images per dataset,
     # 1 dense epoch then 3 prunings of half of what is left (87.5 % sparse): 4 epochs per run, 4 runs. One thread
     # trains this small network faster than two (1.9 s vs 2.1 s per epoch here; 64 channels: 2.8 s on two).
     "05": {
         "quick": RemSettings(CapsNetConfig.slim(conv_channels=32, decoder=False), datasets=("mnist", "fashion"),
-                             train_size=3000, val_size=500, test_size=2000, batch_size=128, lr=3e-3, lr_decay=0.9,
-                             max_shift=0, warmup_epochs=1, rounds=3, epochs_per_round=1, amount=0.5, seeds=(0,),
-                             threads=1),
-        "full": RemSettings(CapsNetConfig.sabour(decoder=False, init_std=0.1, pose_bias=0.1),
+                             train_size=3000, val_size=500, test_size=2000,
+                             schedule=Schedule(epochs=4, batch_size=128, lr=3e-3, lr_decay=0.9),
+                             warmup_epochs=1, rounds=3, epochs_per_round=1, amount=0.5, seeds=(0,), threads=1),
+        "full": RemSettings(CapsNetConfig.sabour(decoder=False, init_std=0.1, router=RouterSpec(pose_bias=0.1)),
                             datasets=("mnist", "fashion"), train_size=None, val_size=6000, test_size=None,
-                            batch_size=128, lr=1e-3, lr_decay=0.99, max_shift=2, warmup_epochs=10, rounds=20,
-                            epochs_per_round=2, amount=0.15, seeds=(0, 1, 2, 3, 4), single_shot=True,
+                            schedule=Schedule(epochs=50, batch_size=128, lr=1e-3, lr_decay=0.99, max_shift=2),
+                            warmup_epochs=10, rounds=20, epochs_per_round=2, amount=0.15, seeds=(0, 1, 2, 3, 4),
+                            single_shot=True,
                             keep_every_step=False),   # Sabour's network: 27 MB of weights, 460 MB of couplings a step
     },
     # Quick: the slim networks (576 primary capsules on 40×40) on 3k expanded digits for 2 epochs, batch 32: 6-13 s a
@@ -311,41 +298,44 @@ CHAPTER_SETTINGS = {
     "06": {
         "quick": LadderSettings(LadderCapsNetConfig.slim(), ks=(16, 32, 64),
                                 capsnet=CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False),
-                                train_size=3000, test_size=1000, epochs=2, batch_size=32, lr=2e-3, lr_decay=0.9,
+                                train_size=3000, test_size=1000,
+                                schedule=Schedule(epochs=2, batch_size=32, lr=2e-3, lr_decay=0.9),
                                 bench="quick", bench_repeats=3, profile_digit=0, profile_top=150),
         # Full: the paper's 40×40 experiment — 60k expanded MNIST, 9×9 kernels (4608 capsules), K = 50/70/100,
         # Sabour's CapsNet on the same input (no decoder); 50 epochs with the course's Sabour schedule (ours).
         "full": LadderSettings(LadderCapsNetConfig.paper(k=70), ks=(50, 70, 100),
                                capsnet=CapsNetConfig.sabour(image_size=40, decoder=False), train_size=None,
-                               test_size=10000, epochs=50, batch_size=128, lr=1e-3, lr_decay=0.9, bench="full",
-                               bench_repeats=20, profile_digit=0, profile_top=300),
+                               test_size=10000, schedule=Schedule(epochs=50, batch_size=128, lr=1e-3, lr_decay=0.9),
+                               bench="full", bench_repeats=20, profile_digit=0, profile_top=300),
     },
     # Quick: the slim CapsNet (144 primary capsules, no decoder) with each router on 2k digits of each dataset,
     # one epoch, batch 64: the LSTM router costs ~5 ms an image on 2 CPU cores, the others under 1 ms.
     "07": {
         "quick": LearnedRoutingSettings(CapsNetConfig.slim(decoder=False), ROUTERS_07, datasets=("mnist", "fashion"),
-                                        train_size=2000, test_size=500, epochs=1, batch_size=64, lr=3e-3,
-                                        lr_decay=0.9),
+                                        train_size=2000, test_size=500,
+                                        schedule=Schedule(epochs=1, batch_size=64, lr=3e-3, lr_decay=0.9)),
         # Full: the paper's network (Table 1, Table 2's routers) on all 60k images of each dataset, 100 epochs as the
         # paper trains, Adam 3e-3 decayed by 0.96 per epoch and batch 64 (the rate and the batch are ours: 64 keeps
         # the LSTM router's states of 3 iterations within a 16 GB GPU).
         "full": LearnedRoutingSettings(ConvCapsNetConfig.paper(), ROUTERS_07, datasets=("mnist", "fashion"),
-                                       train_size=None, test_size=None, epochs=100, batch_size=64, lr=3e-3,
-                                       lr_decay=0.96, step_batches=20),
+                                       train_size=None, test_size=None,
+                                       schedule=Schedule(epochs=100, batch_size=64, lr=3e-3, lr_decay=0.96),
+                                       step_batches=20),
     },
     # Quick: the slim CapsNet (144 primary capsules, no decoder) with every router on 6k MNIST digits, 3 epochs,
     # 3 seeds: about 15 minutes on 2 CPU cores (the LSTM router alone half of it), so the chapter reads the
     # records that `capsule-lab bench routers --profile quick --seeds 3` cached, and re-trains one of them live.
     "08": {
         "quick": RouterBenchSettings(CapsNetConfig.slim(decoder=False), ROUTERS_08, dataset="mnist", train_size=6000,
-                                     test_size=2000, epochs=3, batch_size=64, lr=3e-3, lr_decay=0.9, seeds=(0, 1, 2),
-                                     ladder_k=16, rem_amount=0.5, rem_rounds=2),
+                                     test_size=2000, schedule=Schedule(epochs=3, batch_size=64, lr=3e-3, lr_decay=0.9),
+                                     seeds=(0, 1, 2), ladder_k=16, rem_amount=0.5, rem_rounds=2),
         # Full: Sabour's CapsNet (1152 primary capsules, no decoder) on all of MNIST, 30 epochs, batch 128, Adam 1e-3
         # decayed by 0.96 per epoch (ours: one schedule for every router); the ladder keeps K = 70 of the 1152
         # capsules (the ladder paper's Table 3 on 28×28); REM prunes a fifth of what is left after each of the
         # first 10 epochs (89 % sparse) and trains 20 more.
         "full": RouterBenchSettings(CapsNetConfig.sabour(decoder=False), ROUTERS_08, dataset="mnist", train_size=None,
-                                    test_size=None, epochs=30, batch_size=128, lr=1e-3, lr_decay=0.96,
+                                    test_size=None,
+                                    schedule=Schedule(epochs=30, batch_size=128, lr=1e-3, lr_decay=0.96),
                                     seeds=(0, 1, 2), ladder_k=70, rem_amount=0.2, rem_rounds=10, timing_repeats=20),
     },
 }

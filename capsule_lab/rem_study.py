@@ -29,19 +29,15 @@ from torch.nn.utils import prune
 from torch.utils.data import Dataset, TensorDataset
 
 from ._checks import check_class_index
-from .data import load_fashion_mnist, load_mnist
-from .models import CapsNet, capsnet_loss
-from .modes import eval_mode
+from .data import load_dataset
+from .models import CapsNet
 from .profiles import RemSettings
 from .rem import (class_parse_tree, dictionary_entropy, global_magnitude_prune, keys_per_class, parse_tree_dictionary,
                   prunable_parameters, snip_prune, sparsity)
-from .training import batches, fit
+from .training import batches, fit, outputs
 
-__all__ = ["DATASETS", "RoutingMeasure", "Step", "RemRun", "rem_study_data", "measure_routing", "chosen_step",
-           "run_rem", "model_at"]
-
-#: The datasets of the study, by the name a :class:`~capsule_lab.profiles.RemSettings` uses.
-DATASETS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
+__all__ = ["RoutingMeasure", "Step", "RemRun", "rem_study_data", "measure_routing", "chosen_step", "run_rem",
+           "model_at"]
 
 
 @dataclass
@@ -177,40 +173,32 @@ def rem_study_data(dataset: str, settings: RemSettings, source: str = "offline")
     (None: all). Chapter 05.
     """
     _check_settings(settings)
-    if dataset not in DATASETS:
-        raise ValueError(f"dataset must be one of {sorted(DATASETS)}, got {dataset!r}")
-    train_all, test_all = DATASETS[dataset](True, source=source), DATASETS[dataset](False, source=source)
-    images, labels = train_all.tensors
+    images, labels = load_dataset(dataset, True, source).tensors
     v = settings.val_size
     if not 0 < v < len(labels):
         raise ValueError(f"val_size must be in (0, {len(labels)}), got {v}")
     end = None if settings.train_size is None else v + settings.train_size
     train, val = TensorDataset(images[v:end], labels[v:end]), TensorDataset(images[:v], labels[:v])
-    test = TensorDataset(*(t[:settings.test_size] for t in test_all.tensors))
-    return train, val, test
+    return train, val, load_dataset(dataset, False, source, settings.test_size)
 
 
-@torch.no_grad()
-def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None,
-                    keep_couplings: bool = True) -> RoutingMeasure:
-    """Run ``model`` on ``data`` in evaluation mode and keep its accuracy, mean margin loss and every image's
+def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None, keep_couplings: bool = True,
+                    amp: bool = False) -> RoutingMeasure:
+    """Run ``model`` on ``data`` (a reduction of :func:`capsule_lab.training.outputs`: evaluation mode, no gradient,
+    ``device``, ``amp``) and keep its accuracy, mean loss (the model's own: margin + reconstruction) and every image's
     couplings, prediction and label (:class:`RoutingMeasure`; the couplings are moved to the CPU). With
     ``keep_couplings=False`` the couplings are not kept (``couplings`` is None): enough for a validation loss.
     Chapter 05.
     """
     if not isinstance(model, CapsNet):
         raise ValueError(f"model must be a capsule_lab.models.CapsNet, got {type(model).__name__}")
-    device = torch.device(device or next(model.parameters()).device)
     couplings, predictions, labels, loss = [], [], [], 0.0
-    with eval_mode(model):
-        for x, y in batches(data, batch_size):
-            x, y = x.to(device), y.to(device)
-            out = model(x)
-            loss += capsnet_loss(out, x, y).item() * len(y)
-            if keep_couplings:
-                couplings.append(out.couplings.float().cpu())
-            predictions.append(out.lengths.argmax(dim=1).cpu())
-            labels.append(y.cpu())
+    for x, y, out in outputs(model, data, batch_size, device, amp):
+        loss += model.loss(out, x, y).item() * len(y)
+        if keep_couplings:
+            couplings.append(out.couplings.float().cpu())
+        predictions.append(out.scores.argmax(dim=1).cpu())
+        labels.append(y.cpu())
     if not labels:
         raise ValueError("cannot measure on an empty dataset")
     predictions, labels = torch.cat(predictions), torch.cat(labels)
@@ -237,8 +225,8 @@ def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, i
     steps = []
 
     def after_epoch(epoch: int, net: CapsNet) -> None:
-        val_loss = measure_routing(net, val, device=device, keep_couplings=False).loss
-        steps.append(Step(epoch, sparsity(net), val_loss, measure_routing(net, test, device=device),
+        val_loss = measure_routing(net, val, device=device, keep_couplings=False, amp=amp).loss
+        steps.append(Step(epoch, sparsity(net), val_loss, measure_routing(net, test, device=device, amp=amp),
                           {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}))
         if not settings.keep_every_step:    # keep the newest step and REM's model so far; summarise the rest
             keep = {len(steps) - 1}
@@ -248,12 +236,12 @@ def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, i
                 if k not in keep and step.state is not None:
                     step.drop((settings.levels,))
         since = epoch - settings.warmup_epochs
-        if iterative and since >= 0 and since % settings.epochs_per_round == 0 and epoch < settings.epochs:
+        last = epoch == settings.schedule.epochs
+        if iterative and since >= 0 and since % settings.epochs_per_round == 0 and not last:
             global_magnitude_prune(net, settings.amount)
 
-    fit(model, train, None, epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
-        lr_decay=settings.lr_decay, max_shift=settings.max_shift, device=device, amp=amp, seed=seed,
-        progress=False, on_epoch_end=after_epoch)
+    fit(model, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed, progress=False,
+        on_epoch_end=after_epoch)
     return steps
 
 
@@ -280,7 +268,7 @@ def run_rem(dataset: str, settings: RemSettings, data: tuple, seed: int = 0, dev
     single_shot = None
     if settings.single_shot:
         model = copy.deepcopy(initial)
-        images, labels = next(iter(batches(train, settings.batch_size)))
+        images, labels = next(iter(batches(train, settings.schedule.batch_size)))
         snip_prune(model, images.to(device), labels.to(device), settings.final_sparsity)
         single_shot = _train(model, settings, train, val, test, seed, False, device, amp)
     return RemRun(dataset, seed, dense=dense, pruned=pruned, chosen=chosen_step(pruned, settings.warmup_epochs),

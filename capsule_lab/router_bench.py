@@ -4,7 +4,7 @@ Taught in chapter 08 (``chapters/08_routing_bench.ipynb``); run with ``capsule-l
 :class:`~capsule_lab.profiles.RouterBenchSettings`, :func:`run_router_bench` trains, for every router and seed, the
 same backbone (the settings' CapsNet: convolution, primary capsules, one layer of class capsules; the same
 initialisation of everything but the router for a given seed) on the same images with the same optimiser, and
-measures it (:func:`measure_router`). The routers (:data:`ROUTER_SPECS`):
+measures it (:func:`measure_network`). The routers (:data:`ROUTERS`):
 
 - ``dynamic r=1``, ``dynamic r=3``, ``dynamic r=5``: Sabour's routing with 1, 3, 5 iterations (chapter 02; r = 1
   is uniform couplings in the forward pass, but its backward pass is the same, so it is here as a check);
@@ -17,9 +17,15 @@ measures it (:func:`measure_router`). The routers (:data:`ROUTER_SPECS`):
 - ``self-attention``: Efficient-CapsNet's non-iterative self-attention routing, the modern baseline
   (:class:`~capsule_lab.routing.SelfAttentionRouter`).
 
-A new router plugs in as a :class:`RouterSpec` (``custom=`` of :func:`run_router_bench`). Every record is one
-router and seed: a JSON-ready dict (:data:`RECORD_FIELDS`). Records are cached: one JSON file per record, named by
-a hash of everything that decides it (:func:`record_key`), so a second run with the same settings only reads them.
+Each is a :class:`BenchEntry` (:data:`ROUTERS`): the :class:`~capsule_lab.routing.Router` of the backbone's class
+layer (and the votes it is given: Faria's routers get their paper's normalised votes, the others Sabour's W u), REM's
+pruning while training, or a network of its own (the ladder). A new router plugs in as a :class:`BenchEntry` too
+(``custom=`` of :func:`run_router_bench`). The bench never asks which network it holds: each network trains with its
+own loss, counts its own routing parameters and offers its own parse trees
+(:class:`~capsule_lab.models.CapsuleNetwork`).
+Every record is one router and seed: a JSON-ready dict (:data:`RECORD_FIELDS`). Records are cached: one JSON file per
+record, named by a hash of everything that decides it (:func:`record_key`), so a second run with the same settings
+only reads them.
 
 The measures:
 
@@ -37,7 +43,8 @@ The measures:
   peak; CPU: the peak resident set of a fresh process after one warm-up step, with glibc's mmap threshold fixed at
   64 KiB so that tensors are mapped and unmapped as they live and die; Linux only; None elsewhere);
 - ``entropy`` (bits) and ``keys`` (distinct parse trees per class, averaged): chapter 05's parse-tree metric on
-  the class layer's couplings (:func:`parse_tree_couplings` says how each router's couplings are read);
+  the class layer's couplings, as each network offers them (:meth:`~capsule_lab.models.CapsuleNetwork.parse_trees`;
+  ``normalize_over`` says how its couplings were normalised, ``levels`` how finely the keys quantise them);
 - ``dyr``: chapter 04's routing-dynamics coefficient of the class layer; ``dead_primary`` and ``dead_class``:
   chapter 04's dead-capsule rate (cdr) of the primary and of the class capsules. The backbone has no hidden
   capsule layer, so these are the two capsule layers it has.
@@ -49,11 +56,8 @@ import csv
 import hashlib
 import json
 import math
-import multiprocessing as mp
 import os
-import platform
 import statistics
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
@@ -64,53 +68,59 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from ._checks import check_one_of, check_positive_int
-from .bench import _sync, _training_step, time_runs, training_step_seconds
-from .data import affine_test_set, load_fashion_mnist, load_mnist
+from .cost import _sync, peak_memory, time_runs, training_step, training_step_seconds
+from .data import affine_test_set, load_dataset
 from .diagnostics import activation_stats, routing_dynamics
-from .learned_routing import ConnectionistRouter, SimilarityRouter
-from .models import CapsNet, LadderCapsNet, LadderCapsNetConfig, capsnet_loss, ladder_capsnet_loss
+from .layers import VOTES
+from .models import CapsNet, LadderCapsNet, LadderCapsNetConfig
+from .models.capsnet import BackboneConfig
 from .modes import eval_mode
 from .profiles import RouterBenchSettings
 from .rem import global_magnitude_prune, keys_per_class, parse_tree_dictionary, routing_entropy
-from .routing import DetachedRouter, DynamicRouter, SelfAttentionRouter, UniformRouter
-from .training import fit, mixed_precision
+from .routing import ConnectionistRouter, DetachedRouter, DynamicRouter, Router, SelfAttentionRouter, SimilarityRouter
+from .routing import UniformRouter
+from .study import RESULTS, same_start
+from .training import fit, mixed_precision, outputs
 
-__all__ = ["RouterSpec", "ROUTER_SPECS", "RECORD_FIELDS", "BENCH_VERSION", "bench_data", "build_network",
-           "parse_tree_couplings", "measure_router", "router_parameters", "record_key", "train_and_measure",
-           "run_router_bench", "write_results", "summarize", "mcnemar_test", "default_cache", "SHIPPED_CACHE"]
+__all__ = ["BenchEntry", "ROUTERS", "RECORD_FIELDS", "BENCH_VERSION", "bench_data", "build_network", "measure_network",
+           "record_key", "train_record", "run_router_bench", "write_results", "summarize_records", "mcnemar_test",
+           "default_cache", "SHIPPED_CACHE"]
 
 #: The version of a record's meaning, part of every cache key; a new version leaves old cached records unread.
 BENCH_VERSION = 1
-SHIPPED_CACHE = Path(__file__).resolve().parent / "results" / "router_bench"
-DATASETS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
+SHIPPED_CACHE = Path(str(RESULTS / "router_bench"))
 
 #: The fields of a record, in the CSV's column order (``correct`` and ``affine_correct`` stay out of the CSV).
 RECORD_FIELDS = ("router", "seed", "dataset", "accuracy", "affine_accuracy", "test_size", "parameters",
-                 "nonzero_parameters", "router_parameters", "train_seconds", "train_step_ms", "step_ms", "inference_ms", "batch",
-                 "peak_memory_mb", "entropy", "keys", "levels", "normalized_over", "dyr", "dead_primary",
+                 "nonzero_parameters", "router_parameters", "train_seconds", "train_step_ms", "step_ms", "inference_ms",
+                 "batch", "peak_memory_mb", "entropy", "keys", "levels", "normalize_over", "dyr", "dead_primary",
                  "dead_class", "device", "amp", "threads", "torch", "key")
 
 
 @dataclass(frozen=True)
-class RouterSpec:
-    """How the bench builds one router: ``make(settings)`` → the router of the backbone's class layer (an object
-    ``router(votes) → RoutingResult``, or a module with ``takes_weights``, as
-    :class:`~capsule_lab.layers.CapsuleLayer` takes), or None for a network of its own (``network`` then builds
-    it). ``normalized_over``: the axis the couplings sum to 1 over (``"outputs"``, ``"inputs"``, or ``"none"``).
-    ``prune``: REM's pruning while training. Chapter 08.
+class BenchEntry:
+    """How the bench builds the network of one of its routers. Chapter 08.
+
+    ``router(settings)`` → the :class:`~capsule_lab.routing.Router` of the backbone's class layer, given ``votes``
+    (``"plain"``: Sabour's W u; ``"normalized"``: Faria's eq. 1); or ``network(settings)`` → a network of its own,
+    which takes the backbone's convolution and primary capsules (the ladder). ``prune``: REM's pruning while
+    training (chapter 05).
     """
 
-    make: Optional[Callable[[RouterBenchSettings], object]]
-    normalized_over: str = "outputs"
+    router: Optional[Callable[[RouterBenchSettings], Router]] = None
+    votes: str = "plain"
     prune: bool = False
     network: Optional[Callable[[RouterBenchSettings], nn.Module]] = None
+
+    def __post_init__(self):
+        check_one_of(self.votes, VOTES, "votes")
+        if (self.router is None) == (self.network is None):
+            raise ValueError("a BenchEntry needs exactly one of router (the class layer's) or network (its own)")
 
 
 def _ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
     c = settings.capsnet
-    backbone = {name: getattr(c, name) for name in ("image_size", "in_channels", "conv_channels", "conv_kernel",
-                                                     "primary_types", "primary_dim", "primary_kernel",
-                                                     "primary_stride")}
+    backbone = {f: getattr(c, f) for f in BackboneConfig.__dataclass_fields__}
     full = c.primary_types == 32
     config = (LadderCapsNetConfig.paper(k=settings.ladder_k, image_size=c.image_size) if full
               else LadderCapsNetConfig.slim(k=settings.ladder_k))
@@ -118,19 +128,19 @@ def _ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
 
 
 #: The bench's routers by name (:data:`capsule_lab.profiles.ROUTERS_08`).
-ROUTER_SPECS = {
-    "dynamic r=1": RouterSpec(lambda s: DynamicRouter(1)),
-    "dynamic r=3": RouterSpec(lambda s: DynamicRouter(3)),
-    "dynamic r=5": RouterSpec(lambda s: DynamicRouter(5)),
-    "detached": RouterSpec(lambda s: DetachedRouter(3)),
-    "uniform": RouterSpec(lambda s: UniformRouter()),
-    "rem-pruned": RouterSpec(lambda s: DynamicRouter(3), prune=True),
-    "ladder": RouterSpec(None, normalized_over="none", network=_ladder_network),
-    "similarity": RouterSpec(lambda s: SimilarityRouter(kernels=s.kernels, iterations=s.iterations),
-                             normalized_over="inputs"),
-    "connectionist": RouterSpec(lambda s: ConnectionistRouter(s.capsnet.class_dim, hidden=s.lstm_hidden,
-                                                              iterations=s.iterations), normalized_over="inputs"),
-    "self-attention": RouterSpec(lambda s: SelfAttentionRouter(s.capsnet.primary_caps, s.capsnet.classes)),
+ROUTERS = {
+    "dynamic r=1": BenchEntry(lambda s: DynamicRouter(1)),
+    "dynamic r=3": BenchEntry(lambda s: DynamicRouter(3)),
+    "dynamic r=5": BenchEntry(lambda s: DynamicRouter(5)),
+    "detached": BenchEntry(lambda s: DetachedRouter(3)),
+    "uniform": BenchEntry(lambda s: UniformRouter()),
+    "rem-pruned": BenchEntry(lambda s: DynamicRouter(3), prune=True),
+    "ladder": BenchEntry(network=_ladder_network),
+    "similarity": BenchEntry(lambda s: SimilarityRouter(kernels=s.kernels, iterations=s.iterations),
+                             votes="normalized"),
+    "connectionist": BenchEntry(lambda s: ConnectionistRouter(s.capsnet.class_dim, hidden=s.lstm_hidden,
+                                                              iterations=s.iterations), votes="normalized"),
+    "self-attention": BenchEntry(lambda s: SelfAttentionRouter(s.capsnet.primary_caps, s.capsnet.classes)),
 }
 
 
@@ -140,12 +150,12 @@ def _check_settings(settings) -> RouterBenchSettings:
     return settings
 
 
-def _spec(name: str, custom: dict | None = None) -> RouterSpec:
-    specs = {**ROUTER_SPECS, **(custom or {})}
-    spec = specs[check_one_of(name, tuple(specs), "router")]
-    if not isinstance(spec, RouterSpec):
-        raise ValueError(f"router {name!r} must be given as a RouterSpec, got {type(spec).__name__}")
-    return spec
+def _entry(name: str, custom: dict | None = None) -> BenchEntry:
+    entries = {**ROUTERS, **(custom or {})}
+    entry = entries[check_one_of(name, tuple(entries), "router")]
+    if not isinstance(entry, BenchEntry):
+        raise ValueError(f"router {name!r} must be given as a BenchEntry, got {type(entry).__name__}")
+    return entry
 
 
 def bench_data(settings: RouterBenchSettings, source: str = "offline") -> tuple:
@@ -154,154 +164,78 @@ def bench_data(settings: RouterBenchSettings, source: str = "offline") -> tuple:
     ``source`` as :func:`capsule_lab.data.load_mnist`. Chapter 08.
     """
     settings = _check_settings(settings)
-    load = DATASETS[check_one_of(settings.dataset, tuple(DATASETS), "dataset")]
-    out = []
-    for train, size in ((True, settings.train_size), (False, settings.test_size)):
-        images, labels = load(train, source).tensors
-        out.append(TensorDataset(images[:size], labels[:size]))
-    return out[0], out[1], affine_test_set(out[1], seed=0, strength=settings.affine_strength)
+    train = load_dataset(settings.dataset, True, source, settings.train_size)
+    test = load_dataset(settings.dataset, False, source, settings.test_size)
+    return train, test, affine_test_set(test, seed=0, strength=settings.affine_strength)
 
 
 def build_network(name: str, settings: RouterBenchSettings, seed: int = 0, custom: dict | None = None) -> nn.Module:
-    """A fresh network with router ``name``. The backbone (Sabour's CapsNet of the settings) is initialised from
-    ``seed`` before the router is made, and every router's network takes its weights, so for one seed every router
-    starts from the same convolution, primary capsules and (where it has them) class-layer W. Chapter 08.
+    """A fresh network with router ``name``, made by :func:`capsule_lab.study.same_start` from ``seed``: the backbone
+    (Sabour's CapsNet of the settings) first, then the router's network, which takes its weights — all of them, or
+    for a network of its own the convolution and primary capsules. So for one seed every router starts from the same
+    convolution, primary capsules and (where it has them) class-layer W. Chapter 08.
     """
-    settings, spec = _check_settings(settings), _spec(name, custom)
-    torch.manual_seed(seed)
-    backbone = CapsNet(settings.capsnet)
-    if spec.network is not None:
-        net = spec.network(settings)
-        shared = {k: v for k, v in backbone.state_dict().items() if k.split(".")[0] in ("conv", "primary")}
-    else:
-        net = CapsNet(settings.capsnet, router=spec.make(settings))
-        shared = backbone.state_dict()
-    missing, unexpected = net.load_state_dict(shared, strict=False)
-    if unexpected or any(k.split(".")[0] in ("conv", "primary") for k in missing):
-        raise RuntimeError(f"the {name} network does not share the backbone's weights: {missing}, {unexpected}")
-    return net
+    settings, entry = _check_settings(settings), _entry(name, custom)
+    if entry.network is not None:
+        return same_start(seed, lambda: CapsNet(settings.capsnet), lambda: entry.network(settings),
+                          share=("conv", "primary"))
+    config = replace(settings.capsnet, votes=entry.votes)
+    return same_start(seed, lambda: CapsNet(settings.capsnet), lambda: CapsNet(config, router=entry.router(settings)))
 
 
-def _loss(net: nn.Module):
-    return ladder_capsnet_loss if isinstance(net, LadderCapsNet) else capsnet_loss
-
-
-def parse_tree_couplings(out, normalized_over: str) -> tuple[torch.Tensor, int]:
-    """The couplings ``(B, I, J)`` the parse-tree metric reads from a network's output, and their levels.
-
-    Chapter 05's parse tree is, for each image, the column of couplings to the predicted class, quantised into
-    11 levels; it assumes that each input's couplings sum to 1 over the outputs (``"outputs"``: Sabour's, REM's,
-    the self-attention router's). Couplings normalised over the inputs (Faria's) are about 1/I each and would all
-    quantise to 0, so each input's row is first divided by its sum over the outputs (negative couplings, which the
-    self-attention router's learned bias can make, are clipped to 0 first, everywhere). The ladder has no couplings:
-    its parse tree is its code vector, which capsules it kept, at 2 levels. Chapter 08.
-    """
-    check_one_of(normalized_over, ("outputs", "inputs", "none"), "normalized_over")
-    if normalized_over == "none":
-        code = out.code.detach().float()
-        return code[:, :, None].expand(-1, -1, out.lengths.shape[1]), 2
-    c = out.couplings.detach().float().clamp_min(0)
-    return c / c.sum(dim=2, keepdim=True).clamp_min(1e-12), 11
-
-
-def _peak_memory_child(name, settings, seed, images, labels, queue):  # a fresh process: CPU peak resident set
-    from .bench import _status_kib
-
-    torch.set_num_threads(1)
-    net = build_network(name, settings, seed)
-    step = _training_step(net, images, labels, _loss(net))
-    step()                                              # warm-up: thread pools, allocator, Adam's state
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")                                    # reset the peak resident set (VmHWM) to the current one
-    before = _status_kib("VmRSS")
-    step()
-    queue.put((_status_kib("VmHWM") - before) * 1024)
+def _bench_step(name: str, settings: RouterBenchSettings, seed: int, images: torch.Tensor, labels: torch.Tensor,
+                custom: dict | None = None, amp: bool = False, device="cpu"):
+    """One training step of a fresh ``name`` network on one batch (:func:`capsule_lab.cost.training_step`): the
+    step whose peak memory a record reports."""
+    net = build_network(name, settings, seed, custom).to(device)
+    return training_step(net, images.to(device), labels.to(device), amp=amp)
 
 
 def _peak_memory_mb(name, settings, seed, images, labels, device, custom, amp=False) -> float | None:
-    """One training step's peak memory (MB) beyond what was resident before it, after a warm-up step: on CUDA the
-    allocator's peak, on a Linux CPU the peak resident set of a fresh process (None elsewhere, or for a custom
-    router, which may not pickle into one)."""
-    if device.type == "cuda":
-        net = build_network(name, settings, seed, custom).to(device)
-        step = _training_step(net, images.to(device), labels.to(device), _loss(net), amp)
-        step()                                          # warm-up: Adam's state, the scaler, cuBLAS workspaces
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        step()
-        torch.cuda.synchronize()
-        return round((torch.cuda.max_memory_allocated(device) - base) / 1e6, 1)
-    if custom and name in custom or platform.system() != "Linux":
-        return None                                     # a custom router may not pickle into a fresh process
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_peak_memory_child, args=(name, settings, seed, images, labels, queue))
-    # glibc serves a freed block's size from its heap next time (its mmap threshold rises), so the second step's
-    # tensors would reuse memory the warm-up step left resident and its peak would not show; a fixed threshold
-    # keeps every block of 64 KiB or more mapped on allocation and returned on free.
-    saved = os.environ.get("MALLOC_MMAP_THRESHOLD_")
-    os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
-    try:
-        child.start()
-    finally:
-        if saved is None:
-            del os.environ["MALLOC_MMAP_THRESHOLD_"]
-        else:
-            os.environ["MALLOC_MMAP_THRESHOLD_"] = saved
-    child.join(timeout=600)
-    if child.exitcode != 0 or queue.empty():
-        child.kill()
-        raise RuntimeError(f"measuring the peak memory of {name!r} failed in its process (exit code {child.exitcode})")
-    return round(queue.get() / 1e6, 1)
+    """One training step's peak memory (MB) beyond what was resident before it (:func:`capsule_lab.cost.peak_memory`),
+    or None for a custom router on a CPU (its code may not travel to the fresh process the CPU measure needs)."""
+    if device.type != "cuda" and custom and name in custom:
+        return None
+    peak = peak_memory(_bench_step, (name, settings, seed, images, labels, custom if device.type == "cuda" else None,
+                                     amp), device)
+    return None if peak is None else round(peak / 1e6, 1)
 
 
-def measure_router(net: nn.Module, test: TensorDataset, affine: TensorDataset, normalized_over: str,
-                   batch_size: int = 500, device="cpu") -> dict:
-    """Measure a trained network on the clean and the affine test sets: ``accuracy``, ``affine_accuracy``,
-    ``correct``, ``affine_correct`` (0/1 strings), ``entropy``, ``keys``, ``levels``, ``dyr``, ``dead_primary``,
-    ``dead_class`` (see the module docstring; the routing measures come from the clean images). Chapter 08.
+def measure_network(net: nn.Module, test: TensorDataset, affine: TensorDataset, batch_size: int = 500, device="cpu",
+                    amp: bool = False) -> dict:
+    """Measure a trained network on the clean and the affine test sets (reductions of
+    :func:`capsule_lab.training.outputs`): ``accuracy``, ``affine_accuracy``, ``correct``, ``affine_correct`` (0/1
+    strings), ``entropy``, ``keys``, ``levels``, ``normalize_over``, ``dyr``, ``dead_primary``, ``dead_class`` (see the
+    module docstring; the routing measures come from the clean images). Chapter 08.
     """
-    check_one_of(normalized_over, ("outputs", "inputs", "none"), "normalized_over")
-    device = torch.device(device)
     result = {}
-    with eval_mode(net), torch.no_grad():
-        for label, data in (("", test), ("affine_", affine)):
-            images, labels = data.tensors[:2]
-            correct, couplings, predictions, primary, lengths = [], [], [], [], []
-            for start in range(0, len(labels), batch_size):
-                x = images[start:start + batch_size].to(device)
-                out = net(x)
-                predicted = out.lengths.argmax(dim=1).cpu()
-                correct.append(predicted == labels[start:start + batch_size])
-                if not label:
-                    c, levels = parse_tree_couplings(out, normalized_over)
-                    couplings.append(c.cpu())
-                    predictions.append(predicted)
-                    primary.append(out.primary.norm(dim=-1).float().cpu())
-                    lengths.append(out.lengths.float().cpu())
-            correct = torch.cat(correct)
-            result[f"{label}accuracy"] = correct.double().mean().item()
-            result[f"{label}correct"] = "".join("1" if ok else "0" for ok in correct.tolist())
+    for label, data in (("", test), ("affine_", affine)):
+        correct, trees, dynamics, predictions, primary, scores = [], [], [], [], [], []
+        for _, y, out in outputs(net, data, batch_size, device, amp):
+            predicted = out.scores.argmax(dim=1)
+            correct.append((predicted == y).cpu())
             if not label:
-                couplings, predictions = torch.cat(couplings), torch.cat(predictions)
-                result["entropy"] = routing_entropy(couplings, predictions, levels)[0]
-                keys = keys_per_class(parse_tree_dictionary(couplings, predictions, levels))
-                result["keys"] = sum(keys.values()) / len(keys)
-                result["levels"] = levels
-                result["dyr"] = None if normalized_over == "none" else routing_dynamics(couplings)["dyr"]
-                result["dead_primary"] = activation_stats(torch.cat(primary))["cdr"]
-                result["dead_class"] = activation_stats(torch.cat(lengths))["cdr"]
+                parse = net.parse_trees(out)
+                trees.append(parse.couplings.cpu())
+                if parse.dynamics is not None:
+                    dynamics.append(parse.dynamics.cpu())
+                predictions.append(predicted.cpu())
+                primary.append(out.primary.norm(dim=-1).float().cpu())
+                scores.append(out.scores.float().cpu())
+        correct = torch.cat(correct)
+        result[f"{label}accuracy"] = correct.double().mean().item()
+        result[f"{label}correct"] = "".join("1" if ok else "0" for ok in correct.tolist())
+        if not label:
+            couplings, predictions = torch.cat(trees), torch.cat(predictions)
+            result["entropy"] = routing_entropy(couplings, predictions, parse.levels)[0]
+            keys = keys_per_class(parse_tree_dictionary(couplings, predictions, parse.levels))
+            result["keys"] = sum(keys.values()) / len(keys)
+            result["levels"] = parse.levels
+            result["normalize_over"] = parse.normalize_over
+            result["dyr"] = None if parse.dynamics is None else routing_dynamics(torch.cat(dynamics))["dyr"]
+            result["dead_primary"] = activation_stats(torch.cat(primary))["cdr"]
+            result["dead_class"] = activation_stats(torch.cat(scores))["cdr"]
     return result
-
-
-def router_parameters(net: nn.Module) -> int:
-    """The parameters of what a network has in place of plain routing: its router's (0 for dynamic and uniform
-    routing, which learn nothing), or all the ladder's layers after the primary capsules. Chapter 08."""
-    if isinstance(net, LadderCapsNet):
-        return sum(p.numel() for name, p in net.named_parameters() if name.split(".")[0] not in ("conv", "primary"))
-    router = net.digits.router
-    return sum(p.numel() for p in router.parameters()) if isinstance(router, nn.Module) else 0
 
 
 def record_key(name: str, seed: int, settings: RouterBenchSettings, device="cpu", amp: bool = False) -> str:
@@ -324,13 +258,13 @@ def _mixed(device, amp: bool) -> bool:
     return bool(amp) and torch.device(device).type == "cuda"
 
 
-def train_and_measure(name: str, settings: RouterBenchSettings, data: tuple, seed: int = 0, device="cpu",
-                      amp: bool = False, custom: dict | None = None, memory: bool = True) -> dict:
+def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: int = 0, device="cpu",
+                 amp: bool = False, custom: dict | None = None, memory: bool = True) -> dict:
     """One record: train :func:`build_network` ``(name, settings, seed)`` on ``data = (train, test, affine)`` with the
-    settings' schedule (REM's pruning after each of its first ``rem_rounds`` epochs), measure it
-    (:func:`measure_router`), and time a fresh copy's training step and inference batch. Chapter 08.
+    settings' schedule (REM's pruning after each of its first ``rem_rounds`` epochs) and the network's own loss,
+    measure it (:func:`measure_network`), and time a fresh copy's training step and inference batch. Chapter 08.
     """
-    settings, spec = _check_settings(settings), _spec(name, custom)
+    settings, entry = _check_settings(settings), _entry(name, custom)
     if not isinstance(data, tuple) or len(data) != 3:
         raise ValueError("data must be the (train, test, affine) tuple of bench_data")
     check_positive_int(seed, "seed", minimum=0)
@@ -339,24 +273,22 @@ def train_and_measure(name: str, settings: RouterBenchSettings, data: tuple, see
     net = build_network(name, settings, seed, custom).to(device)
 
     def prune_after(epoch, model):
-        if spec.prune and epoch <= settings.rem_rounds:
+        if entry.prune and epoch <= settings.rem_rounds:
             global_magnitude_prune(model, settings.rem_amount)
 
-    start = time.perf_counter()
-    history = fit(net, train, None, epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
-        lr_decay=settings.lr_decay, device=device, amp=amp, seed=seed, loss_fn=_loss(net), progress=False,
-        on_epoch_end=prune_after)
-    seconds = time.perf_counter() - start
+    history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
+                  progress=False, on_epoch_end=prune_after)
+    seconds = sum(history.seconds)
     record = {"router": name, "seed": seed, "dataset": settings.dataset, "test_size": len(test),
-              **measure_router(net, test, affine, spec.normalized_over, device=device),
+              **measure_network(net, test, affine, device=device, amp=amp),
               "parameters": sum(p.numel() for p in net.parameters()),
               "nonzero_parameters": sum(int((p != 0).sum()) for p in _effective_weights(net)),
-              "router_parameters": router_parameters(net), "train_seconds": seconds,
-              "train_step_ms": 1e3 * seconds / (settings.epochs * math.ceil(len(train) / settings.batch_size)),
-              "train_loss": history.train_loss, "train_accuracy": history.train_accuracy,
-              "normalized_over": spec.normalized_over}
+              "router_parameters": sum(p.numel() for p in net.routing_parameters()), "train_seconds": seconds,
+              "train_step_ms": 1e3 * seconds / (settings.schedule.epochs
+                                                * math.ceil(len(train) / settings.schedule.batch_size)),
+              "train_loss": history.train_loss, "train_accuracy": history.train_accuracy}
     record.update(_timings(name, settings, seed, train, device, custom, amp))
-    batch = train.tensors[0][:settings.batch_size], train.tensors[1][:settings.batch_size]
+    batch = train.tensors[0][:settings.schedule.batch_size], train.tensors[1][:settings.schedule.batch_size]
     record["peak_memory_mb"] = _peak_memory_mb(name, settings, seed, *batch, device, custom, amp) if memory else None
     record.update(device=str(device), amp=_mixed(device, amp), threads=torch.get_num_threads(),
                   torch=torch.__version__, key=record_key(name, seed, settings, device, amp))
@@ -372,10 +304,10 @@ def _effective_weights(net: nn.Module):
 
 
 def _timings(name, settings, seed, train, device, custom, amp=False) -> dict:
-    images = train.tensors[0][:settings.batch_size].to(device)
-    labels = train.tensors[1][:settings.batch_size].to(device)
+    images = train.tensors[0][:settings.schedule.batch_size].to(device)
+    labels = train.tensors[1][:settings.schedule.batch_size].to(device)
     net = build_network(name, settings, seed, custom).to(device)
-    step = training_step_seconds(net, images, labels, _loss(net), repeats=settings.timing_repeats, amp=amp)
+    step = training_step_seconds(net, images, labels, repeats=settings.timing_repeats, amp=amp)
     with eval_mode(net), torch.no_grad(), mixed_precision(device, amp):
         times = time_runs(lambda: net(images), settings.timing_repeats, 1, _sync(device))
     return {"step_ms": step["median_s"] * 1e3, "inference_ms": statistics.median(times) * 1e3,
@@ -394,15 +326,15 @@ def run_router_bench(settings: RouterBenchSettings, routers=None, seeds=None, da
                      custom: dict | None = None, memory: bool = True, progress: bool = True) -> list:
     """The bench: one record per router (``routers``, default the settings') and seed (default the settings'),
     from ``cache`` where it holds the record's key (:func:`record_key`), else trained and measured
-    (:func:`train_and_measure`) and written there. ``cache=None``: nothing read or written. ``custom``:
-    ``{name: RouterSpec}``, routers of your own (never cached: their code is not in the key). Each record read from
+    (:func:`train_record`) and written there. ``cache=None``: nothing read or written. ``custom``:
+    ``{name: BenchEntry}``, routers of your own (never cached: their code is not in the key). Each record read from
     the cache gets ``"cached": True``. ``data`` defaults to :func:`bench_data`. Chapter 08.
     """
     settings = _check_settings(settings)
     routers = tuple(routers if routers is not None else settings.routers)
     seeds = tuple(seeds if seeds is not None else settings.seeds)
     for name in routers:
-        _spec(name, custom)
+        _entry(name, custom)
     for seed in seeds:
         check_positive_int(seed, "seed", minimum=0)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -418,7 +350,7 @@ def run_router_bench(settings: RouterBenchSettings, routers=None, seeds=None, da
             continue
         if data is None:
             data = bench_data(settings)
-        record = train_and_measure(name, settings, data, seed, device, amp, custom, memory)
+        record = train_record(name, settings, data, seed, device, amp, custom, memory)
         if path is not None and not (custom and name in custom):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record, indent=1) + "\n")
@@ -443,9 +375,9 @@ def write_results(records: list, path: str | os.PathLike) -> tuple[Path, Path]:
     return path, table
 
 
-def summarize(records: list, measures=("accuracy", "affine_accuracy", "train_step_ms", "step_ms", "inference_ms", "entropy", "keys",
-                                      "dyr", "dead_primary", "dead_class", "peak_memory_mb", "parameters",
-                                      "router_parameters")) -> dict:
+def summarize_records(records: list, measures=("accuracy", "affine_accuracy", "train_step_ms", "step_ms",
+                                              "inference_ms", "entropy", "keys", "dyr", "dead_primary", "dead_class",
+                                              "peak_memory_mb", "parameters", "router_parameters")) -> dict:
     """Per router, in the records' order: for each measure the mean over seeds, the sample standard deviation and
     the standard error of the mean (sd/√n; None with one seed), and ``seeds`` — ``{router: {"seeds": n,
     measure: (mean, sd, se)}}``. Measures that are None for a router (the ladder's dyr) stay None. Chapter 08.

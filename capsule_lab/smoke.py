@@ -11,7 +11,8 @@ accuracy: the settings are shrunk with ``dataclasses.replace`` to ``2 · batch_s
 ``batch_size`` test images (the epochs, the schedule and the networks are the full profile's), so one epoch
 is exactly two steps.
 
-The models per chapter (:func:`chapter_models`):
+The models per chapter (:func:`chapter_models`), as each chapter's study lists them (:data:`STUDIES`: the networks a
+chapter's settings train, its data at a given size, where it reads them from):
 
 - 02: Sabour's CapsNet (``PROFILES["full"].capsnet``), MNIST shifted by up to 2 pixels;
 - 03: the three CapsNets of the gradient study: full routing, detached couplings, uniform routing;
@@ -21,9 +22,11 @@ The models per chapter (:func:`chapter_models`):
   round's ``amount`` before its two steps (REM; :func:`capsule_lab.rem.global_magnitude_prune`), and pruned
   once at initialisation to REM's final sparsity (SNIP, :func:`capsule_lab.rem.snip_prune`);
 - 06: the L-CapsNet at the main K and the matched CapsNet on the 40×40 expanded digits;
-- 07: the network of :func:`capsule_lab.routing_study.build_model` with each router, on each dataset;
+- 07: the network of :func:`capsule_lab.learned_routing_study.build_model` with each router, on each dataset;
 - 08: the bench's backbone with each of its routers (:func:`capsule_lab.router_bench.build_network`); the
   REM-pruned one pruned by one round's ``rem_amount`` before its two steps.
+
+Every network trains with its own loss (:meth:`~capsule_lab.models.CapsuleNetwork.loss`).
 
 Data sources. Chapters 02–03 read the profile's ``data_source``, chapters 04–07 ``"auto"`` in the full profile
 (``"offline"`` in the quick one), chapter 08 its bench's data, as the chapters do. The smoke run never downloads: where a dataset's
@@ -43,25 +46,22 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
-from torch.utils.data import TensorDataset
 
 from ._checks import check_one_of
-from .data import DataSourceError, data_root, load_fashion_mnist, load_mnist
-from .depth_study import depth_study_data
+from .data import DataSourceError, data_root, load_dataset, load_fashion_mnist, load_mnist
+from .depth_study import ROUTINGS, depth_study_data, routing_spec
 from .ladder_study import ladder_study_data
-from .models import CapsNet, DeepCapsNet, LadderCapsNet, capsnet_loss, ladder_capsnet_loss
+from .learned_routing_study import build_model, routing_study_data
+from .models import CapsNet, DeepCapsNet, LadderCapsNet
 from .profiles import PROFILES, chapter_settings
 from .rem import global_magnitude_prune, snip_prune, sparsity
 from .rem_study import rem_study_data
-from .router_bench import bench_data, build_network
-from .routing_study import build_model, routing_study_data
+from .router_bench import ROUTERS, bench_data, build_network
+from .routing import RouterSpec
 from .training import evaluate, fit
 
-__all__ = ["CHAPTERS", "SmokeResult", "chapter_source", "resolve_source", "chapter_models", "smoke_chapter", "smoke",
-           "format_result"]
-
-#: The chapters with a full profile to smoke, in order.
-CHAPTERS = ("02", "03", "04", "05", "06", "07", "08")
+__all__ = ["CHAPTERS", "STUDIES", "SmokeNetwork", "Study", "SmokeResult", "chapter_source", "resolve_source",
+           "chapter_models", "smoke_chapter", "smoke", "format_result"]
 
 LOADERS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
 
@@ -91,17 +91,134 @@ class SmokeResult:
         return not self.error and len(self.losses) == 2 and all(math.isfinite(v) for v in self.losses)
 
 
+# ---------------------------------------------------------------- each chapter's study
+
+@dataclass(frozen=True)
+class SmokeNetwork:
+    """A network a chapter trains: its name, the dataset it trains on, a factory (a fresh, seeded network) and an
+    optional preparation ``prepare(net, images, labels)`` on the first training images (a pruning). Chapter 08."""
+
+    name: str
+    dataset: str
+    build: Callable[[], torch.nn.Module]
+    prepare: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Study:
+    """What one chapter's profile trains, read from its settings: ``settings(profile)`` (the chapter's settings,
+    with a :class:`~capsule_lab.training.Schedule`), ``networks(settings)`` (its :class:`SmokeNetwork` list),
+    ``data(settings, dataset, source, batch)`` → ``(train, test)`` of its own pipeline with ``2 · batch`` training
+    and ``batch`` test images, and ``source(profile)`` (where the chapter's notebook reads its data). Chapter 08."""
+
+    settings: Callable
+    networks: Callable
+    data: Callable
+    source: Callable
+
+
+def _seeded(make: Callable[[], torch.nn.Module], seed: int = 0) -> Callable[[], torch.nn.Module]:
+    def build():
+        torch.manual_seed(seed)
+        return make()
+    return build
+
+
+def _mnist(settings, dataset, source, batch) -> tuple:
+    return load_dataset(dataset, True, source, 2 * batch), load_dataset(dataset, False, source, batch)
+
+
+def _shrunk(settings, batch):
+    return replace(settings, train_size=2 * batch, test_size=batch)
+
+
+def _capsnet_networks(profile) -> list:
+    return [SmokeNetwork("CapsNet", "mnist", _seeded(lambda: CapsNet(profile.capsnet)))]
+
+
+def _gradient_networks(settings) -> list:
+    c = settings.capsnet
+    variants = {"CapsNet full": c.router, "CapsNet detached": replace(c.router, detach_couplings=True),
+                "CapsNet uniform": RouterSpec("uniform")}       # the three networks chapter 03 trains
+    return [SmokeNetwork(name, "mnist", _seeded(lambda r=router: CapsNet(replace(c, router=r))))
+            for name, router in variants.items()]
+
+
+def _depth_networks(settings) -> list:
+    depth = max(settings.depths)
+    configs = {routing: replace(settings.config, routing_layers=depth, router=routing_spec(settings, routing))
+               for routing in ROUTINGS}                        # the routings chapter 04 compares
+    return [SmokeNetwork(f"DeepCapsNet depth {depth} {routing}", "mnist", _seeded(lambda c=config: DeepCapsNet(c)))
+            for routing, config in configs.items()]
+
+
+def _rem_networks(settings) -> list:
+    make = _seeded(lambda: CapsNet(settings.capsnet))
+    runs = [("Q (dense)", None), ("REM (pruned)", lambda net, x, y: global_magnitude_prune(net, settings.amount))]
+    if settings.single_shot:
+        runs.append(("SNIP (single shot)", lambda net, x, y: snip_prune(net, x, y, settings.final_sparsity)))
+    return [SmokeNetwork(name, dataset, make, prepare) for dataset in settings.datasets for name, prepare in runs]
+
+
+def _ladder_networks(settings) -> list:
+    ladder = settings.ladder_config(settings.ladder.k)
+    capsnet = settings.capsnet
+    return [SmokeNetwork(f"L-CapsNet K={ladder.k}", "mnist", _seeded(lambda: LadderCapsNet(ladder))),
+            SmokeNetwork(f"CapsNet r={capsnet.router.iterations}", "mnist", _seeded(lambda: CapsNet(capsnet)))]
+
+
+def _learned_routing_networks(settings) -> list:
+    network = type(settings.capsnet).__name__.removesuffix("Config")
+    return [SmokeNetwork(f"{network} {router}", dataset, lambda r=router: build_model(r, settings))
+            for dataset in settings.datasets for router in settings.routers]
+
+
+def _bench_networks(settings) -> list:
+    def prune(net, x, y):
+        global_magnitude_prune(net, settings.rem_amount)
+
+    return [SmokeNetwork(f"bench {router}", settings.dataset, lambda r=router: build_network(r, settings),
+                         prune if ROUTERS[router].prune else None) for router in settings.routers]
+
+
+def _profile_source(profile: str) -> str:
+    return PROFILES[profile].data_source
+
+
+def _study_source(profile: str) -> str:
+    return "auto" if profile == "full" else "offline"
+
+
+#: Each chapter's study, as the smoke run reads it (see :class:`Study`).
+STUDIES = {
+    "02": Study(lambda p: PROFILES[p], _capsnet_networks, _mnist, _profile_source),
+    "03": Study(lambda p: chapter_settings("03", p), _gradient_networks, _mnist, _profile_source),
+    "04": Study(lambda p: chapter_settings("04", p), _depth_networks,
+                lambda s, dataset, source, batch: depth_study_data(_shrunk(s, batch), source=source), _study_source),
+    "05": Study(lambda p: chapter_settings("05", p), _rem_networks,
+                lambda s, dataset, source, batch: rem_study_data(dataset, replace(_shrunk(s, batch), val_size=batch),
+                                                                 source=source)[::2], _study_source),
+    "06": Study(lambda p: chapter_settings("06", p), _ladder_networks,
+                lambda s, dataset, source, batch: ladder_study_data(_shrunk(s, batch), source=source)[:2],
+                _study_source),
+    "07": Study(lambda p: chapter_settings("07", p), _learned_routing_networks,
+                lambda s, dataset, source, batch: routing_study_data(dataset, _shrunk(s, batch), source=source),
+                _study_source),
+    "08": Study(lambda p: chapter_settings("08", p), _bench_networks,
+                lambda s, dataset, source, batch: bench_data(_shrunk(s, batch), source=source)[:2], _study_source),
+}
+
+#: The chapters with a full profile to smoke, in order.
+CHAPTERS = tuple(STUDIES)
+
+
 # ---------------------------------------------------------------- data sources
 
 def chapter_source(chapter: str, profile: str = "full") -> str:
     """The data source ``chapter`` reads under ``profile``, as its notebook does: chapters 02–03 the profile's
     ``data_source``; chapters 04–08 ``"auto"`` in the full profile and ``"offline"`` in the quick one. Chapter 08.
     """
-    _check_chapter(chapter)
-    _check_profile(profile)
-    if chapter in ("02", "03"):
-        return PROFILES[profile].data_source
-    return "auto" if profile == "full" else "offline"
+    return STUDIES[_check_chapter(chapter)].source(_check_profile(profile))
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,99 +248,11 @@ def resolve_source(dataset: str, source: str) -> tuple[str, str]:
     return "offline", f"{source} → offline"
 
 
-# ---------------------------------------------------------------- the models of each chapter
-
-class _Model:
-    """A network to smoke: its name, a factory, its loss, an optional preparation on the first training batch
-    (pruning), and the dataset it trains on."""
-
-    def __init__(self, name: str, make: Callable[[], torch.nn.Module], loss_fn=capsnet_loss, dataset: str = "mnist",
-                 prepare: Callable | None = None):
-        self.name, self.make, self.loss_fn, self.dataset, self.prepare = name, make, loss_fn, dataset, prepare
-
-
 def chapter_models(chapter: str, profile: str = "full") -> list:
     """``[(model name, dataset, factory)]``: every network ``chapter``'s ``profile`` trains, by the names the
     smoke run reports them under (the factory builds a fresh one, seeded). Chapter 08."""
-    return [(m.name, m.dataset, m.make) for m in _models(chapter, profile)]
-
-
-def _seeded(make: Callable[[], torch.nn.Module], seed: int = 0) -> Callable[[], torch.nn.Module]:
-    def build():
-        torch.manual_seed(seed)
-        return make()
-    return build
-
-
-def _models(chapter: str, profile: str) -> list:
-    _check_chapter(chapter)
-    _check_profile(profile)
-    if chapter == "02":
-        config = PROFILES[profile].capsnet
-        return [_Model("CapsNet", _seeded(lambda: CapsNet(config)))]
-    settings = chapter_settings(chapter, profile)
-    if chapter == "03":
-        variants = {"CapsNet full": {}, "CapsNet detached": {"detach_couplings": True},
-                    "CapsNet uniform": {"routing": "uniform"}}
-        return [_Model(name, _seeded(lambda c=replace(settings.capsnet, **change): CapsNet(c)))
-                for name, change in variants.items()]
-    if chapter == "04":
-        depth = max(settings.depths)
-        configs = {routing: replace(settings.config, routing_layers=depth, routing=routing)
-                   for routing in ("dynamic", "uniform")}         # the routings chapter 04 compares
-        return [_Model(f"DeepCapsNet depth {depth} {routing}", _seeded(lambda c=config: DeepCapsNet(c)))
-                for routing, config in configs.items()]
-    if chapter == "05":
-        make = _seeded(lambda: CapsNet(settings.capsnet))
-        runs = [("Q (dense)", None),
-                ("REM (pruned)", lambda net, x, y: global_magnitude_prune(net, settings.amount))]
-        if settings.single_shot:
-            runs.append(("SNIP (single shot)", lambda net, x, y: snip_prune(net, x, y, settings.final_sparsity)))
-        return [_Model(name, make, dataset=dataset, prepare=prepare)
-                for dataset in settings.datasets for name, prepare in runs]
-    if chapter == "06":
-        ladder = settings.ladder_config(settings.ladder.k)
-        return [_Model(f"L-CapsNet K={ladder.k}", _seeded(lambda: LadderCapsNet(ladder)), ladder_capsnet_loss),
-                _Model(f"CapsNet r={settings.capsnet.iterations}", _seeded(lambda: CapsNet(settings.capsnet)))]
-    if chapter == "08":
-        prune = {"rem-pruned": lambda net, x, y: global_magnitude_prune(net, settings.rem_amount)}
-        return [_Model(f"bench {router}", lambda r=router: build_network(r, settings),
-                       ladder_capsnet_loss if router == "ladder" else capsnet_loss, settings.dataset,
-                       prune.get(router)) for router in settings.routers]
-    return [_Model(f"{type(settings.capsnet).__name__.removesuffix('Config')} {router}",
-                   lambda r=router: build_model(r, settings), dataset=dataset)
-            for dataset in settings.datasets for router in settings.routers]
-
-
-def _data(chapter: str, profile: str, dataset: str, source: str, batch_size: int) -> tuple:
-    """``(train, test)`` of ``chapter``'s own pipeline, shrunk to ``2 · batch_size`` and ``batch_size`` images."""
-    train_size, test_size = 2 * batch_size, batch_size
-    if chapter in ("02", "03"):
-        train, test = load_mnist(True, source=source), load_mnist(False, source=source)
-        return tuple(TensorDataset(*(t[:n] for t in data.tensors))
-                     for data, n in ((train, train_size), (test, test_size)))
-    settings = replace(chapter_settings(chapter, profile), train_size=train_size, test_size=test_size)
-    if chapter == "04":
-        return depth_study_data(settings, source=source)
-    if chapter == "05":
-        train, _, test = rem_study_data(dataset, replace(settings, val_size=batch_size), source=source)
-        return train, test
-    if chapter == "06":
-        train, clean, _ = ladder_study_data(settings, source=source)
-        return train, clean
-    if chapter == "08":
-        train, clean, _ = bench_data(settings, source=source)
-        return train, clean
-    return routing_study_data(dataset, settings, source=source)
-
-
-def _schedule(chapter: str, profile: str) -> dict:
-    """The chapter's learning rate and shifts (its epochs are replaced by one epoch of two steps)."""
-    if chapter == "02":
-        p = PROFILES[profile]
-        return dict(lr=p.lr, max_shift=p.max_shift)
-    settings = chapter_settings(chapter, profile)
-    return dict(lr=settings.lr, max_shift=getattr(settings, "max_shift", 0))
+    study = STUDIES[_check_chapter(chapter)]
+    return [(n.name, n.dataset, n.build) for n in study.networks(study.settings(_check_profile(profile)))]
 
 
 # ---------------------------------------------------------------- the run
@@ -254,22 +283,23 @@ def _device(device) -> torch.device:
     return device
 
 
-def _run_model(m: _Model, train, test, schedule: dict, device: torch.device, amp: bool) -> tuple:
-    """Two training steps of a fresh ``m`` and one evaluation batch → ``(parameters, losses, accuracy)``."""
-    net = m.make().to(device)
+def _run_model(network: SmokeNetwork, train, test, schedule, device: torch.device, amp: bool) -> tuple:
+    """Two training steps of a fresh ``network`` (its own loss) and one evaluation batch → ``(parameters, losses,
+    accuracy)``."""
+    net = network.build().to(device)
     parameters = sum(p.numel() for p in net.parameters())
     losses = []
 
     def recorded(out, images, labels):
-        loss = m.loss_fn(out, images, labels)
+        loss = net.loss(out, images, labels)
         losses.append(loss.item())
         return loss
 
-    if m.prepare is not None:
+    if network.prepare is not None:
         images, labels = (t[:len(test)].to(device) for t in train.tensors[:2])
-        m.prepare(net, images, labels)
+        network.prepare(net, images, labels)
     masks = {name: buf.clone() for name, buf in net.named_buffers() if name.endswith("weight_mask")}
-    fit(net, train, None, epochs=1, batch_size=len(test), lr=schedule["lr"], max_shift=schedule["max_shift"],
+    fit(net, train, None, epochs=1, batch_size=len(test), lr=schedule.lr, max_shift=schedule.max_shift,
         device=device, amp=amp, seed=0, loss_fn=recorded, progress=False)
     if masks and sparsity(net)["overall"] == 0:
         raise RuntimeError("the pruned network has no zero weights after training")
@@ -287,30 +317,30 @@ def smoke_chapter(chapter: str, profile: str = "full", device="cpu", batch_size:
     ``"offline"``, ``"torchvision"``, ``"auto"`` for every dataset. A network that fails is recorded with its
     error rather than raised, so that one run reports every failure. Chapter 08.
     """
-    _check_chapter(chapter)
+    study = STUDIES[_check_chapter(chapter)]
     _check_profile(profile)
     _check_batch(batch_size)
     if source is not None and source not in ("offline", "torchvision", "auto"):
         raise ValueError(f"source must be None, 'offline', 'torchvision' or 'auto', got {source!r}")
     device = _device(device)
     amp = PROFILES[profile].amp and device.type == "cuda"
-    asked = source or chapter_source(chapter, profile)
-    schedule = _schedule(chapter, profile)
+    asked = source or study.source(profile)
+    settings = study.settings(profile)
     results, data = [], {}
-    for m in _models(chapter, profile):
-        used, replaced = resolve_source(m.dataset, asked)
+    for network in study.networks(settings):
+        used, replaced = resolve_source(network.dataset, asked)
         parameters, losses, accuracy, error = 0, (), float("nan"), ""
         start = time.perf_counter()
         try:
-            if m.dataset not in data:
-                data[m.dataset] = _data(chapter, profile, m.dataset, used, batch_size)
+            if network.dataset not in data:
+                data[network.dataset] = study.data(settings, network.dataset, used, batch_size)
             start = time.perf_counter()     # the network's time: build, two steps, one evaluation batch
-            parameters, losses, accuracy = _run_model(m, *data[m.dataset], schedule, device, amp)
+            parameters, losses, accuracy = _run_model(network, *data[network.dataset], settings.schedule, device, amp)
             if not all(math.isfinite(v) for v in losses):
                 error = f"a training loss is not finite: {losses}"
         except Exception as err:  # noqa: BLE001 — reported per network, the run goes on
             error = f"{type(err).__name__}: {err}"
-        results.append(SmokeResult(chapter, m.name, m.dataset, parameters, str(device), batch_size, amp,
+        results.append(SmokeResult(chapter, network.name, network.dataset, parameters, str(device), batch_size, amp,
                                    time.perf_counter() - start, losses, accuracy, used, replaced, error))
     return results
 

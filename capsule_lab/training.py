@@ -1,9 +1,15 @@
 """Training and evaluation: one loop for every capsule network in the course, CPU or GPU.
 
 Taught in chapter 02. A model takes ``model(images, targets)`` while training (the decoder needs the
-target) and ``model(images)`` to predict, and returns an output with ``.lengths`` ``(B, J)``; the class
-is the longest capsule. The loss is ``loss_fn(output, images, targets)`` (default: :func:`capsnet_loss`).
-Mixed precision (autocast + gradient scaling) is used only on CUDA, so the same call runs on a laptop.
+target) and ``model(images)`` to predict, and returns an output with ``.scores`` ``(B, J)``; the class
+is the highest score (the longest class capsule). The loss is ``loss_fn(output, images, targets)``, by default the
+model's own (``model.loss``, :class:`~capsule_lab.models.CapsuleNetwork`). Mixed precision (autocast + gradient
+scaling) is used only on CUDA, so the same call runs on a laptop.
+
+One of each: :func:`train_step` is the one training step (:func:`fit` and the benches take it), and
+:func:`outputs` is the one pass of a trained model over a dataset (evaluation mode, no gradient, batches, the
+device, the run's precision) from which every measure — :func:`evaluate`'s accuracy and the studies' couplings,
+capsules and parse trees — is a reduction.
 """
 
 from __future__ import annotations
@@ -11,22 +17,63 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm.auto import tqdm
 
 from .data import random_shift
-from .models import capsnet_loss
 from .modes import eval_mode
 
-__all__ = ["OPTIMIZERS", "History", "batches", "eval_mode", "evaluate", "fit", "fit_profile", "mixed_precision",
-           "save_checkpoint", "load_checkpoint"]
+__all__ = ["OPTIMIZERS", "Schedule", "History", "batches", "eval_mode", "mixed_precision", "train_step", "outputs",
+           "evaluate",
+           "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
 
 
 #: The optimisers :func:`fit` accepts (chapter 04 compares them on dying capsules).
 OPTIMIZERS = ("adam", "sgd")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How :func:`fit` trains: ``epochs`` epochs of batches of ``batch_size``, Adam (or SGD with ``momentum``) from
+    ``lr`` decayed by ``lr_decay`` per epoch, training images shifted by up to ``max_shift`` pixels.
+
+    Every chapter's settings hold one (:mod:`capsule_lab.profiles`); ``fit(model, train, **schedule.fit_options())``
+    trains with it. Chapter 02.
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float
+    lr_decay: float = 1.0
+    max_shift: int = 0
+    optimizer: str = "adam"
+    momentum: float = 0.0
+
+    def __post_init__(self):
+        _check_schedule(self.epochs, self.batch_size, self.lr, self.lr_decay, self.max_shift, self.optimizer,
+                        self.momentum)
+
+    def fit_options(self) -> dict:
+        """The schedule as :func:`fit`'s keyword arguments."""
+        return asdict(self)
+
+
+def _check_schedule(epochs, batch_size, lr, lr_decay, max_shift, optimizer, momentum) -> None:
+    for value, name, minimum in ((epochs, "epochs", 0), (batch_size, "batch_size", 1), (max_shift, "max_shift", 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    for value, name in ((lr, "lr"), (lr_decay, "lr_decay")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be a number in [0, 1), got {momentum!r}")
+    if optimizer == "adam" and momentum != 0:
+        raise ValueError(f"momentum must be 0 with optimizer='adam' (it is SGD's), got {momentum!r}")
 
 
 @dataclass
@@ -73,18 +120,47 @@ def mixed_precision(device: torch.device, amp: bool):
     return torch.autocast(device.type, enabled=False)
 
 
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+               images: torch.Tensor, labels: torch.Tensor, loss_fn: Callable, amp: bool = False) -> tuple:
+    """One training step on one batch: the forward pass and ``loss_fn(output, images, labels)`` (in mixed precision
+    with ``amp`` on CUDA, :func:`mixed_precision`), the backward pass through the gradient ``scaler``, the
+    optimiser's step. ``images`` and ``labels`` are on the model's device. Returns ``(loss, output)``.
+
+    :func:`fit` takes it for every batch, the benches to time one step (:mod:`capsule_lab.cost`). Chapter 02.
+    """
+    with mixed_precision(images.device, amp):
+        out = model(images, labels)
+        loss = loss_fn(out, images, labels)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss, out
+
+
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, data: Dataset, batch_size: int = 500, device=None, amp: bool = False) -> float:
-    """Accuracy (in [0, 1]) of the longest capsule on ``data``. Chapter 02."""
+def outputs(model: torch.nn.Module, data: Dataset, batch_size: int = 500, device=None,
+            amp: bool = False) -> Iterator[tuple[torch.Tensor, torch.Tensor, Any]]:
+    """Yield ``(images, labels, output)`` for every batch of ``data``, in order: the model in evaluation mode
+    (until the iteration ends), without gradients, on ``device`` (default: the model's), in mixed precision with
+    ``amp`` on CUDA. Images and labels are on the device. Every measure of a trained model is a reduction of
+    this pass (:func:`evaluate` is the accuracy). Chapter 02.
+    """
     device = torch.device(device or next(model.parameters()).device)
-    correct = total = 0
     with eval_mode(model):
         for x, y in batches(data, batch_size):
             x, y = x.to(device), y.to(device)
             with mixed_precision(device, amp):
-                lengths = model(x).lengths
-            correct += (lengths.argmax(dim=1) == y).sum().item()
-            total += len(y)
+                out = model(x)
+            yield x, y, out
+
+
+def evaluate(model: torch.nn.Module, data: Dataset, batch_size: int = 500, device=None, amp: bool = False) -> float:
+    """Accuracy (in [0, 1]) of the highest class score on ``data`` (a reduction of :func:`outputs`). Chapter 02."""
+    correct = total = 0
+    for _, y, out in outputs(model, data, batch_size, device, amp):
+        correct += (out.scores.argmax(dim=1) == y).sum().item()
+        total += len(y)
     if total == 0:
         raise ValueError("cannot evaluate on an empty dataset")
     return correct / total
@@ -105,7 +181,7 @@ def fit(
     device=None,
     amp: bool = False,
     seed: int = 0,
-    loss_fn: Callable = capsnet_loss,
+    loss_fn: Callable | None = None,
     checkpoint: str | Path | None = None,
     progress: bool = True,
     on_epoch_end: Callable[[int, torch.nn.Module], None] | None = None,
@@ -123,6 +199,7 @@ def fit(
         max_shift: random translation of training images in pixels (Sabour: 2; 0 turns it off).
         device: "cpu", "cuda", ...; default: the model's device. ``amp`` uses mixed precision on CUDA only.
         seed: seeds the shuffling and the shifts (the model's initialisation is the caller's).
+        loss_fn: ``loss_fn(output, images, targets)``; default: the model's own, ``model.loss``.
         checkpoint: if given, the model, optimiser and history are saved there after every epoch.
         progress: show a tqdm progress bar.
         on_epoch_end: called as ``on_epoch_end(epoch, model)`` after every epoch (after the evaluation),
@@ -130,14 +207,10 @@ def fit(
 
     Chapter 02 (the SGD option: chapter 04).
     """
-    if epochs < 0:
-        raise ValueError(f"epochs must be >= 0, got {epochs}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
-    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
-        raise ValueError(f"momentum must be a number in [0, 1), got {momentum!r}")
-    if optimizer == "adam" and momentum != 0:
-        raise ValueError(f"momentum must be 0 with optimizer='adam' (it is SGD's), got {momentum!r}")
+    _check_schedule(epochs, batch_size, lr, lr_decay, max_shift, optimizer, momentum)
+    if loss_fn is None and not callable(getattr(model, "loss", None)):
+        raise ValueError(f"loss_fn is needed: {type(model).__name__} has no loss of its own (model.loss)")
+    loss_fn = loss_fn if loss_fn is not None else model.loss
     device = torch.device(device or next(model.parameters()).device)
     model.to(device).train()
     optimizer = (torch.optim.Adam(model.parameters(), lr=lr) if optimizer == "adam"
@@ -154,15 +227,9 @@ def fit(
         for x, y in bar:
             x = random_shift(x, max_shift, generator=generator) if max_shift else x
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with mixed_precision(device, amp):
-                out = model(x, y)
-                loss = loss_fn(out, x, y)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+            loss, out = train_step(model, optimizer, scaler, x, y, loss_fn, amp)
             total_loss += loss.item() * len(y)
-            correct += (out.lengths.detach().argmax(dim=1) == y).sum().item()
+            correct += (out.scores.detach().argmax(dim=1) == y).sum().item()
             seen += len(y)
             bar.set_postfix(loss=f"{total_loss / seen:.4f}")
         history.epoch.append(epoch)
@@ -182,10 +249,9 @@ def fit(
 
 
 def fit_profile(model: torch.nn.Module, train: Dataset, test: Dataset | None, profile, **overrides) -> History:
-    """:func:`fit` with the epochs, batch size, schedule, shifts, device and precision of a profile. Chapter 02."""
-    settings = dict(epochs=profile.epochs, batch_size=profile.batch_size, lr=profile.lr,
-                    lr_decay=profile.lr_decay, max_shift=profile.max_shift, device=profile.device,
-                    amp=profile.amp)
+    """:func:`fit` with a profile's :class:`Schedule`, device and precision (``overrides``: any of fit's keywords).
+    Chapter 02."""
+    settings = dict(**profile.schedule.fit_options(), device=profile.device, amp=profile.amp)
     settings.update(overrides)
     return fit(model, train, test, **settings)
 

@@ -4,7 +4,7 @@ Mitterreiter et al. (2023, Table 2) report dead rates of 0.07, 0.56, 0.63 in the
 with four routing layers; chapter 04's quick profile (squash_exp, Adam 3e-3, one epoch on 3k digits) kills no
 capsule. This script trains :class:`~capsule_lab.models.DeepCapsNet`\\ s over a grid of settings (squash, optimiser,
 learning rate, initial spread of W and of the routing priors b, training length, affine training data, depth)
-with :func:`capsule_lab.depth_study.train_and_measure`, and appends one CSV row per run: the settings, depth,
+with :func:`capsule_lab.depth_study.train_depth_run`, and appends one CSV row per run: the settings, depth,
 seed, test accuracy, per layer the dead rate cdr, dead count cds and mean norm cnm, the run's time, the torch
 version and the machine. Rows already in the CSV are skipped, so an interrupted search resumes where it stopped.
 
@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab.depth_study import depth_study_data, hidden_dead_rate, train_and_measure  # noqa: E402
+from capsule_lab.depth_study import depth_study_data, hidden_dead_rate, train_depth_run  # noqa: E402
 from capsule_lab.profiles import chapter_settings  # noqa: E402
 
 CSV_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.csv"
@@ -186,8 +186,10 @@ def read_rows(path: Path) -> list[dict]:
 def settings_for(s: dict):
     """Chapter 04's quick DepthStudySettings with the run's data size, schedule and data."""
     base = chapter_settings("04", "quick")
-    return replace(base, train_size=s["train_size"], test_size=s["test_size"], epochs=s["epochs"],
-                   batch_size=s["batch_size"], lr=s["lr"], lr_decay=s["lr_decay"], affine_train=s["affine"])
+    schedule = replace(base.schedule, epochs=s["epochs"], batch_size=s["batch_size"], lr=s["lr"],
+                       lr_decay=s["lr_decay"])
+    return replace(base, train_size=s["train_size"], test_size=s["test_size"], schedule=schedule,
+                   affine_train=s["affine"])
 
 
 def train_one(s: dict, depth: int, seed: int, data_cache: dict, track: bool = False):
@@ -198,7 +200,7 @@ def train_one(s: dict, depth: int, seed: int, data_cache: dict, track: bool = Fa
         data_cache[key] = depth_study_data(settings)
     train, test = data_cache[key]
     start = time.perf_counter()
-    run = train_and_measure(settings, depth, s["routing"], seed, train, test, track=track,
+    run = train_depth_run(settings, depth, s["routing"], seed, train, test, track=track,
                             optimizer=s["optimizer"], momentum=s["momentum"],
                             config={"squash": s["squash"], "init_std": s["init_std"], "prior_std": s["prior_std"],
                                     "iterations": s["iterations"]})

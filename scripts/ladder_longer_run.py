@@ -34,8 +34,9 @@ OUT = ROOT / "capsule_lab" / "results" / "ladder_runs.json"
 
 def main(argv=None) -> None:
     args = parse_arguments(__doc__, argv, epochs=8, train_size=8000, test_size=2000, smoke_size=256, out=OUT)
-    settings = replace(chapter_settings("06", "quick"), train_size=args.train_size, test_size=args.test_size,
-                       epochs=args.epochs)
+    settings = chapter_settings("06", "quick")
+    settings = replace(settings, train_size=args.train_size, test_size=args.test_size,
+                       schedule=replace(settings.schedule, epochs=args.epochs))
     data = ladder_study_data(settings)
     started = time.perf_counter()
     runs = {}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from capsule_lab.models import CapsNetConfig, DeepCapsNetConfig
+from capsule_lab.training import Schedule
 from capsule_lab.profiles import (CHAPTER_SETTINGS, PROFILES, DepthStudySettings, GradientStudySettings, Profile,
                                   chapter_settings)
 
@@ -23,7 +24,7 @@ def test_every_chapter_has_a_quick_and_a_full_entry_of_one_type():
 
 
 def test_chapter_settings_by_profile_object_name_and_environment(monkeypatch):
-    full = Profile("full", "torchvision", None, 1, 1, 1e-3, 1.0, 0)
+    full = Profile("full", "torchvision", None, Schedule(epochs=1, batch_size=1, lr=1e-3))
     assert chapter_settings("04", full) is CHAPTER_SETTINGS["04"]["full"]
     assert chapter_settings("03", "quick") is CHAPTER_SETTINGS["03"]["quick"]
     monkeypatch.setenv("CAPSULE_LAB_PROFILE", "full")
@@ -33,7 +34,7 @@ def test_chapter_settings_by_profile_object_name_and_environment(monkeypatch):
 def test_the_settings_are_the_papers_where_the_chapters_say_so():
     full3, full4 = chapter_settings("03", "full"), chapter_settings("04", "full")
     assert isinstance(full3, GradientStudySettings) and full3.capsnet == CapsNetConfig.sabour()
-    assert (full3.epochs, full3.lr, full3.lr_decay, full3.max_shift) == (100, 1e-3, 1.0, 2)   # Gu & Tresp's supplement
+    assert full3.schedule == Schedule(epochs=100, batch_size=128, lr=1e-3, lr_decay=1.0, max_shift=2)   # Gu & Tresp
     assert isinstance(full4, DepthStudySettings) and full4.config == DeepCapsNetConfig.paper()
     assert len(full4.seeds) == 10 and full4.affine_train and 4 in full4.depths            # Mitterreiter et al., Tables 1-2
     quick4 = chapter_settings("04", "quick")
@@ -42,7 +43,7 @@ def test_the_settings_are_the_papers_where_the_chapters_say_so():
 
 def test_settings_are_frozen_and_checked():
     with pytest.raises(FrozenInstanceError):
-        chapter_settings("04", "quick").epochs = 5
+        chapter_settings("04", "quick").schedule = None
     with pytest.raises(ValueError, match="chapter must be one of"):
         chapter_settings("09", "quick")
     with pytest.raises(ValueError, match="unknown profile"):

@@ -1,17 +1,15 @@
 """capsule_lab.models.conv_capsnet (chapter 07): Faria's convolutional capsule network (Table 1). The parameter count
 against the paper's 86K (Table 1 summed by hand), the grids, a convolutional capsule layer against a loop over
-output positions, the class layer's own W per input, GenericDynamicRouter against dynamic_routing, the routers of
-Table 2, gradients into every part with each router kind, and bad input."""
+output positions, the class layer's own W per input, the default routers (Sabour's, from the config's router spec)
+against dynamic_routing, the routers of Table 2, gradients into every part with each router kind, and bad input."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from capsule_lab.learned_routing import ConnectionistRouter, GenericDynamicRouter, SimilarityRouter
-from capsule_lab.models import (ClassCapsuleLayer, ConvCapsNet, ConvCapsNetConfig, ConvCapsuleLayer, capsnet_loss,
-                                paper_routers)
-from capsule_lab.routing import dynamic_routing
+from capsule_lab.models import ClassCapsuleLayer, ConvCapsNet, ConvCapsNetConfig, ConvCapsuleLayer, paper_routers
+from capsule_lab.routing import ConnectionistRouter, DynamicRouter, RouterSpec, SimilarityRouter, dynamic_routing
 
 
 def gen(seed: int) -> torch.Generator:
@@ -39,8 +37,8 @@ def test_parameter_count_is_the_papers_86k_on_smallnorb_and_the_hand_sum_on_mnis
     assert sum(p.numel() for p in norb.parameters()) == 86_408          # dynamic routers have no parameters
     mnist = ConvCapsNet(ConvCapsNetConfig.paper(), paper_routers("similarity"))
     assert mnist.parameter_counts()["backbone"] == table1_count(1, 10, 3 * 3 * 16) == 88_968
-    routers = sum(p.numel() for r in mnist.routers for p in r.parameters())
-    assert mnist.parameter_counts()["routers"] == routers == sum(p.numel() for p in mnist.router_parameters())
+    routers = sum(p.numel() for r in mnist.routers() for p in r.parameters())
+    assert mnist.parameter_counts()["routers"] == routers == sum(p.numel() for p in mnist.routing_parameters())
     # λ1, λ2, θ per capsule type (16) in the conv layers, one set in the class layer; ℓ and w of Q = 4, 4, 10
     assert routers == 2 * 16 * (1 + 1 + 3) + (1 + 1 + 3) + 2 * 4 * 2 + 10 * 2 == 201
     assert sum(p.numel() for p in mnist.parameters()) == 88_968 + routers
@@ -55,15 +53,15 @@ def test_grids_and_output_shapes():
         torch.manual_seed(0)
         out = ConvCapsNet(config)(torch.rand(2, config.in_channels, config.image_size, config.image_size))
         K = config.classes
-        assert out.lengths.shape == (2, K) and out.poses.shape == (2, K, 16)
-        assert out.couplings.shape == (2, g2 * g2 * 8, K) and out.reconstruction is None
+        assert out.activations.shape == (2, K) and out.poses.shape == (2, K, 16) and out.scores is out.activations
+        assert out.couplings.shape == (2, g2 * g2 * 8, K) and not hasattr(out, "reconstruction")
         assert out.primary.shape == (2, g0 * g0 * 4, 16) and out.primary_activations.shape == (2, g0 * g0 * 4)
         assert [tuple(c.shape) for c in out.layer_couplings] == [(2, g1, g1, 9 * 4, 8), (2, g2, g2, 9 * 8, 8),
                                                                  (2, g2 * g2 * 8, K)]
         assert [tuple(a.shape) for a in out.layer_activations] == [(2, g1, g1, 8), (2, g2, g2, 8)]
         # dynamic routing: couplings sum to 1 over the outputs, activations are the pose lengths
         torch.testing.assert_close(out.couplings.sum(-1), torch.ones(2, g2 * g2 * 8))
-        torch.testing.assert_close(out.lengths, out.poses.norm(dim=-1), atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(out.activations, out.poses.norm(dim=-1), atol=1e-6, rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------- the layers by hand
@@ -91,7 +89,7 @@ def test_conv_capsule_layer_equals_a_loop_over_positions():
                             votes.append(torch.stack([
                                 (torch.matmul(W[ky, kx, t, j], P) / (torch.linalg.norm(W[ky, kx, t, j]) + 1e-6))
                                 .reshape(16) for j in range(J)]))
-                expected = router.route(torch.stack(votes)[None], torch.stack(acts)[None])
+                expected = router(torch.stack(votes)[None], torch.stack(acts)[None])
                 torch.testing.assert_close(out.poses[b, y, x], expected.poses[0], rtol=1e-10, atol=1e-12)
                 torch.testing.assert_close(out.activations[b, y, x], expected.activations[0], rtol=1e-10, atol=1e-12)
                 torch.testing.assert_close(out.couplings[b, y, x], expected.couplings[0], rtol=1e-10, atol=1e-12)
@@ -102,7 +100,7 @@ def test_conv_capsule_layer_equals_a_loop_over_positions():
 
 def test_class_layer_has_its_own_w_per_input():
     torch.manual_seed(0)
-    layer = ClassCapsuleLayer(6, 3, GenericDynamicRouter()).double()
+    layer = ClassCapsuleLayer(6, 3, DynamicRouter()).double()
     poses = torch.randn(2, 6, 16, generator=gen(3), dtype=torch.float64)
     before = layer.votes(poses)
     with torch.no_grad():
@@ -119,24 +117,24 @@ def test_class_layer_has_its_own_w_per_input():
     torch.testing.assert_close(layer.votes(poses), after, rtol=1e-4, atol=1e-6)   # up to eps = 1e-6
 
 
-def test_generic_dynamic_router_equals_dynamic_routing():
+def test_the_default_routers_are_sabours_and_ignore_the_input_activations():
     votes = torch.randn(3, 7, 4, 16, generator=gen(5), dtype=torch.float64) * 0.4
     for r in (1, 2, 3, 5):
-        router = GenericDynamicRouter(r)
-        ours = router.route(votes, torch.rand(3, 7, generator=gen(6), dtype=torch.float64))   # ignored
+        router = paper_routers("dynamic", r)[0]
+        ours = router(votes, torch.rand(3, 7, generator=gen(6), dtype=torch.float64))   # ignored
         theirs = dynamic_routing(votes, r)
         torch.testing.assert_close(ours.poses, theirs.poses)
         torch.testing.assert_close(ours.couplings, theirs.couplings)
         torch.testing.assert_close(ours.activations, theirs.poses.norm(dim=-1))
-        torch.testing.assert_close(router.route(votes).poses, ours.poses)
-    assert GenericDynamicRouter().normalize_over == "outputs" and not list(GenericDynamicRouter().parameters())
-    with pytest.raises(ValueError, match="iterations"):
-        GenericDynamicRouter(0)
+        torch.testing.assert_close(router(votes).poses, ours.poses)
+    net = ConvCapsNet(ConvCapsNetConfig.slim())
+    assert all(isinstance(r, DynamicRouter) and r.iterations == 3 for r in net.routers())
+    assert net.config.router == RouterSpec() and not net.routing_parameters()
 
 
 def test_paper_routers_have_table2_and_kernel_sizes():
     dynamic = paper_routers("dynamic")
-    assert all(isinstance(r, GenericDynamicRouter) and r.iterations == 3 for r in dynamic)
+    assert all(isinstance(r, DynamicRouter) and r.iterations == 3 for r in dynamic)
     similarity = paper_routers("similarity", iterations=2)
     assert [r.mixing_logits.shape[0] for r in similarity] == [4, 4, 10]              # Q = 4, 4, 10
     assert [r.iterations for r in similarity] == [2, 2, 2]
@@ -160,6 +158,7 @@ def test_paper_routers_have_table2_and_kernel_sizes():
         assert isinstance(router.activation_net[-1], torch.nn.Sigmoid)
     with pytest.raises(ValueError, match="dynamic.*similarity.*connectionist"):
         paper_routers("em")
+    assert paper_routers(RouterSpec("similarity", iterations=2))[0].iterations == 2
 
 
 # ------------------------------------------------------------------------------------------- training
@@ -169,16 +168,16 @@ def test_gradients_reach_every_part(kind):
     torch.manual_seed(0)
     model = ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers(kind, config=ConvCapsNetConfig.slim()))
     images, targets = torch.rand(2, 1, 28, 28, generator=gen(7)), torch.tensor([3, 7])
-    loss = capsnet_loss(model(images), images, targets)
+    loss = model.loss(model(images), images, targets)
     assert loss.dim() == 0 and torch.isfinite(loss)
     loss.backward()
     parts = [model.conv.weight, model.norm.weight, model.primary_poses.weight, model.caps1.weight,
-             model.caps2.weight, model.class_caps.weight, *model.router_parameters()]
+             model.caps2.weight, model.class_caps.weight, *model.routing_parameters()]
     if kind != "dynamic":        # dynamic routing ignores the input activations, so the primary ones get none
         parts.append(model.primary_activations.weight)
     for p in parts:
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
-    assert len(model.router_parameters()) == {"dynamic": 0, "similarity": 3 * 5, "connectionist": 3 * 4 + 2 * 2 + 4 * 6
+    assert len(model.routing_parameters()) == {"dynamic": 0, "similarity": 3 * 5, "connectionist": 3 * 4 + 2 * 2 + 4 * 6
                                               }[kind]   # LSTM 4 tensors; f_c, f_a 1 or 3 linear layers each
 
 
@@ -188,7 +187,7 @@ def test_a_training_step_on_cpu_under_autocast():
     images = torch.rand(2, 1, 28, 28, generator=gen(8))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = model(images)
-    loss = capsnet_loss(out, images, torch.tensor([0, 1]))
+    loss = model.loss(out, images, torch.tensor([0, 1]))
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(model.class_caps.weight.grad).all()
 
@@ -201,10 +200,10 @@ def test_bad_input_is_refused():
         model(torch.rand(2, 1, 32, 32))
     with pytest.raises(ValueError, match=r"images must have shape \(B, 1, 28, 28\)"):
         model(torch.rand(2, 3, 28, 28))
-    with pytest.raises(ValueError, match="route"):
-        ConvCapsNet(ConvCapsNetConfig.slim(), [GenericDynamicRouter(), object(), GenericDynamicRouter()])
+    with pytest.raises(ValueError, match="capsule_lab.routing.Router"):
+        ConvCapsNet(ConvCapsNetConfig.slim(), [DynamicRouter(), object(), DynamicRouter()])
     with pytest.raises(ValueError, match="pose_dim must be 16"):
-        ConvCapsNet(ConvCapsNetConfig.slim(), [GenericDynamicRouter(), GenericDynamicRouter(), ConnectionistRouter(8)])
+        ConvCapsNet(ConvCapsNetConfig.slim(), [DynamicRouter(), DynamicRouter(), ConnectionistRouter(8)])
     with pytest.raises(ValueError, match="sequence of 3 routers"):
         ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers("dynamic")[:2])
     with pytest.raises(ValueError, match="too small"):
@@ -213,7 +212,7 @@ def test_bad_input_is_refused():
                            ({"caps1_stride": 1.5}, "caps1_stride"), ({"init_std": -1.0}, "init_std")):
         with pytest.raises(ValueError, match=match):
             ConvCapsNetConfig.slim(**changes)
-    layer = ConvCapsuleLayer(3, 4, 3, 1, GenericDynamicRouter())
+    layer = ConvCapsuleLayer(3, 4, 3, 1, DynamicRouter())
     with pytest.raises(ValueError, match="poses must have shape"):
         layer(torch.rand(1, 5, 5, 2, 16), torch.rand(1, 5, 5, 2))
     with pytest.raises(ValueError, match="activations must have shape"):

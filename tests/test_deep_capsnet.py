@@ -1,5 +1,6 @@
-"""capsule_lab.models.DeepCapsNet (chapter 04): shapes, the routing switch, learned priors, squash_exp, training;
-the options of the dead-capsule search (squash, prior_std) and Theorem 2 under SGD and Adam."""
+"""capsule_lab.models.DeepCapsNet (chapter 04): shapes, the router spec (dynamic from learned priors, or uniform),
+learned priors held by each layer's router, squash_exp, training; the options of the dead-capsule search (squash,
+prior_std) and Theorem 2 under SGD and Adam."""
 
 from __future__ import annotations
 
@@ -11,22 +12,31 @@ import torch
 from torch.utils.data import TensorDataset
 
 from capsule_lab import margin_loss, squash, squash_exp
-from capsule_lab.layers import capsule_votes
-from capsule_lab.models import DeepCapsNet, DeepCapsNetConfig, RoutingLayer
+from capsule_lab.layers import CapsuleLayer, capsule_votes
+from capsule_lab.models import DeepCapsNet, DeepCapsNetConfig
 from capsule_lab.models.deep_capsnet import SQUASHES
-from capsule_lab.routing import dynamic_routing
+from capsule_lab.routing import DynamicRouter, RouterSpec, UniformRouter, dynamic_routing
 from capsule_lab.training import evaluate, fit
 
 
-def small(**changes):
-    return DeepCapsNetConfig.quick(conv_channels=(4,), **changes)
+def small(routing="dynamic", iterations=3, prior_std=0.0, **changes):
+    router = (RouterSpec("uniform") if routing == "uniform"
+              else RouterSpec(iterations=iterations, learned_priors=True, prior_std=prior_std))
+    return DeepCapsNetConfig.quick(conv_channels=(4,), router=router, **changes)
+
+
+def one_layer(in_caps, in_dim, out_caps, out_dim, routing="dynamic", iterations=3, squash="exp", prior_std=0.0):
+    """A routing layer of a DeepCapsNet: the network's router spec built for the layer, then its W."""
+    spec = small(routing=routing, iterations=iterations, prior_std=prior_std).router
+    router = spec.build(in_caps, out_caps, out_dim, activation=SQUASHES[squash])
+    return CapsuleLayer(in_caps, in_dim, out_caps, out_dim, router=router, init_std=1.0, vote_free=False)
 
 
 def test_paper_configuration():
     c = DeepCapsNetConfig.paper()
     assert c.layer_sizes == (16, 16, 16, 16, 10)          # Tables 1/2: layers 1–4 of 16 capsules, 10 classes
-    assert (c.capsule_dim, c.routing_layers, c.iterations, c.routing) == (8, 4, 3, "dynamic")
-    assert c.learned_priors and c.decoder
+    assert (c.capsule_dim, c.routing_layers, c.router.iterations, c.router.kind) == (8, 4, 3, "dynamic")
+    assert c.router.learned_priors and c.decoder
 
 
 @pytest.mark.parametrize("depth", [1, 2, 4])
@@ -51,6 +61,7 @@ def test_uniform_switch_gives_constant_couplings_and_no_priors():
     out = model(torch.rand(2, 1, 28, 28))
     assert all(torch.allclose(c, torch.full_like(c, 1 / c.shape[-1])) for c in out.couplings)
     assert not any("prior" in name for name, _ in model.named_parameters())
+    assert all(isinstance(r, UniformRouter) for r in model.routers())
 
 
 def test_layers_compute_squash_exp_of_rba_with_learned_priors():
@@ -59,24 +70,26 @@ def test_layers_compute_squash_exp_of_rba_with_learned_priors():
     model = DeepCapsNet(small())
     with torch.no_grad():
         for layer in model.layers:
-            layer.prior.normal_()
+            layer.router.prior_logits.normal_()
     x = torch.rand(2, 1, 28, 28)
     out = model(x)
     u = squash_exp(model.backbone(x).view(2, 16, 8))
     assert torch.allclose(out.capsules[0], u, atol=1e-6)
     for l, layer in enumerate(model.layers):
-        ref = dynamic_routing(capsule_votes(u, layer.weight), 3, layer.prior, activation=squash_exp)
+        ref = dynamic_routing(capsule_votes(u, layer.weight), 3, layer.router.prior_logits, activation=squash_exp)
         assert torch.allclose(out.capsules[l + 1], ref.poses, atol=1e-5)
         assert torch.allclose(out.couplings[l], ref.couplings, atol=1e-5)
         u = ref.poses
 
 
 def test_one_routing_iteration_from_the_priors_is_softmax_of_the_priors():
-    layer = RoutingLayer(5, 3, 4, 2, iterations=1)
+    layer = one_layer(5, 3, 4, 2, iterations=1)
+    prior = layer.router.prior_logits
+    assert isinstance(prior, torch.nn.Parameter) and [p for p in layer.router.parameters()] == [prior]
     with torch.no_grad():
-        layer.prior.copy_(torch.randn(5, 4))
+        prior.copy_(torch.randn(5, 4))
     out = layer(torch.rand(2, 5, 3))
-    assert torch.allclose(out.couplings, torch.softmax(layer.prior, dim=-1).expand(2, 5, 4), atol=1e-6)
+    assert torch.allclose(out.couplings, torch.softmax(prior, dim=-1).expand(2, 5, 4), atol=1e-6)
 
 
 def test_priors_and_every_weight_get_gradients():
@@ -105,12 +118,14 @@ def test_input_checks():
     for bad in (torch.rand(2, 28, 28), torch.rand(2, 3, 28, 28), torch.rand(2, 1, 20, 20)):
         with pytest.raises(ValueError, match=r"\(B, 1, 28, 28\)"):
             model(bad)
-    with pytest.raises(ValueError, match="routing"):
-        DeepCapsNetConfig(routing="em")
+    with pytest.raises(ValueError, match="router"):
+        DeepCapsNetConfig(router="em")
     with pytest.raises(ValueError, match="routing_layers"):
         DeepCapsNetConfig(routing_layers=0)
-    with pytest.raises(ValueError, match="routing"):
-        RoutingLayer(2, 2, 2, 2, routing="nope")
+    with pytest.raises(ValueError, match="routers must be 4 routers"):
+        DeepCapsNet(small(), routers=[DynamicRouter(3)])
+    with pytest.raises(ValueError, match=r"routers\[0\] must be a capsule_lab.routing.Router"):
+        DeepCapsNet(small(routing_layers=1), routers=[lambda votes: votes])
 
 
 # ------------------------------------------------------------------------------------------ search options (chapter 04)
@@ -118,9 +133,10 @@ def test_input_checks():
 
 def test_defaults_are_the_papers_squash_and_zero_priors():
     c = DeepCapsNetConfig.quick()
-    assert (c.squash, c.prior_std) == ("exp", 0.0) and SQUASHES["exp"] is squash_exp and SQUASHES["sabour"] is squash
-    layer = RoutingLayer(4, 2, 3, 2)
-    assert torch.equal(layer.prior, torch.zeros(4, 3))
+    assert (c.squash, c.router.prior_std) == ("exp", 0.0) and SQUASHES["exp"] is squash_exp
+    assert SQUASHES["sabour"] is squash
+    layer = one_layer(4, 2, 3, 2)
+    assert torch.equal(layer.router.prior_logits, torch.zeros(4, 3))
 
 
 @pytest.mark.parametrize("routing", ["dynamic", "uniform"])
@@ -129,7 +145,7 @@ def test_squash_option_on_a_hand_case(routing):
     expected = {"sabour": torch.tensor([0.6, 0.8]) * 25 / 26,                 # ‖s‖²/(1 + ‖s‖²) · s/‖s‖
                 "exp": torch.tensor([0.6, 0.8]) * (1 - math.exp(-5.0))}       # (1 − e^{−‖s‖}) · s/‖s‖
     for name, value in expected.items():
-        layer = RoutingLayer(1, 2, 1, 2, routing=routing, squash=name)
+        layer = one_layer(1, 2, 1, 2, routing=routing, squash=name)
         with torch.no_grad():
             layer.weight.copy_(torch.eye(2).view(1, 1, 2, 2))
         out = layer(torch.tensor([[[3.0, 4.0]]]))
@@ -144,14 +160,15 @@ def test_sabour_network_uses_squash_everywhere():
     u = squash(model.backbone(x).view(2, 16, 8))
     assert torch.allclose(out.capsules[0], u, atol=1e-6)
     for l, layer in enumerate(model.layers):
-        u = dynamic_routing(capsule_votes(u, layer.weight), 3, layer.prior, activation=squash).poses
+        u = dynamic_routing(capsule_votes(u, layer.weight), 3, layer.router.prior_logits, activation=squash).poses
         assert torch.allclose(out.capsules[l + 1], u, atol=1e-5)
 
 
 def test_prior_std_draws_normal_priors_and_zero_draws_nothing():
     torch.manual_seed(0)
-    layer = RoutingLayer(64, 2, 64, 2, prior_std=3.0)
-    assert abs(layer.prior.std().item() - 3.0) < 0.1 and abs(layer.prior.mean().item()) < 0.1
+    layer = one_layer(64, 2, 64, 2, prior_std=3.0)
+    prior = layer.router.prior_logits
+    assert abs(prior.std().item() - 3.0) < 0.1 and abs(prior.mean().item()) < 0.1
     # prior_std = 0 consumes no random numbers: the default network's weights are unchanged by the option
     torch.manual_seed(5)
     a = DeepCapsNet(small())
@@ -165,15 +182,13 @@ def test_search_options_are_checked():
     with pytest.raises(ValueError, match=r"squash must be one of \['exp', 'sabour'\], got 'tanh'"):
         DeepCapsNetConfig(squash="tanh")
     with pytest.raises(ValueError, match="prior_std must be a number >= 0"):
-        DeepCapsNetConfig(prior_std=-1.0)
+        RouterSpec(learned_priors=True, prior_std=-1.0)
     with pytest.raises(ValueError, match="init_std must be a number >= 0"):
         DeepCapsNetConfig(init_std=-0.5)
     with pytest.raises(ValueError, match="prior_std must be 0 without learned priors"):
-        DeepCapsNetConfig(routing="uniform", prior_std=1.0)
+        RouterSpec("uniform", prior_std=1.0)
     with pytest.raises(ValueError, match="prior_std must be 0 without learned priors"):
-        DeepCapsNetConfig(learned_priors=False, prior_std=1.0)
-    with pytest.raises(ValueError, match="squash must be one of"):
-        RoutingLayer(2, 2, 2, 2, squash="relu")
+        RouterSpec(learned_priors=False, prior_std=1.0)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -191,6 +206,6 @@ def test_a_zeroed_capsule_stays_dead_while_the_network_trains(optimizer):
     options = dict(optimizer="sgd", lr=0.5, momentum=0.9) if optimizer == "sgd" else dict(lr=0.01)
     fit(model, data, epochs=2, batch_size=16, progress=False, **options)
     assert (model.layers[0].weight[:, 0] == 0).all() and (model.layers[1].weight[0] == 0).all()
-    assert not torch.equal(model.layers[0].weight[:, 1], before["layers.0.capsules.weight"][:, 1])   # others moved
+    assert not torch.equal(model.layers[0].weight[:, 1], before["layers.0.weight"][:, 1])   # others moved
     with torch.no_grad():
         assert (model(data.tensors[0]).capsules[1][:, 0] == 0).all()

@@ -16,7 +16,7 @@ from torch.utils.data import TensorDataset
 
 import capsule_lab.depth_study as depth_study
 from capsule_lab.depth_study import (DepthRun, _number, hidden_dead_rate, search_results, shipped_runs,
-                                     train_and_measure)
+                                     train_depth_run)
 from capsule_lab.diagnostics import layer_table
 from capsule_lab.profiles import chapter_settings
 
@@ -31,7 +31,9 @@ def _script():
 
 
 def _tiny():
-    settings = replace(chapter_settings("04", "quick"), train_size=32, test_size=16, epochs=1, batch_size=16)
+    settings = chapter_settings("04", "quick")
+    settings = replace(settings, train_size=32, test_size=16, schedule=replace(settings.schedule, epochs=1,
+                                                                                batch_size=16))
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.rand(32, 1, 28, 28, generator=g), torch.randint(0, 10, (32,), generator=g))
     return settings, data, TensorDataset(*(t[:16] for t in data.tensors))
@@ -39,7 +41,7 @@ def _tiny():
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Record what train_and_measure passes to fit (fit still runs)."""
+    """Record what train_depth_run passes to fit (fit still runs)."""
     seen = []
     real = depth_study.fit
 
@@ -53,40 +55,41 @@ def calls(monkeypatch):
 
 def test_default_call_is_adam_without_momentum_and_the_settings_config(calls):
     settings, train, test = _tiny()
-    run = train_and_measure(settings, 2, "dynamic", 0, train=train, test=test)
+    run = train_depth_run(settings, 2, "dynamic", 0, train=train, test=test)
     model, options = calls[0]
     assert (options["optimizer"], options["momentum"]) == ("adam", 0.0)
-    assert (options["lr"], options["epochs"], options["batch_size"]) == (settings.lr, 1, 16)
-    assert model.config == replace(settings.config, routing_layers=2, routing="dynamic")
+    assert (options["lr"], options["epochs"], options["batch_size"]) == (settings.schedule.lr, 1, 16)
+    assert model.config == replace(settings.config, routing_layers=2, router=settings.config.router)
     assert isinstance(run, DepthRun) and len(run.table) == 3 and run.gradients is None
     assert run.table == layer_table(run.record)
 
 
 def test_overrides_reach_the_optimiser_and_the_model(calls):
     settings, train, test = _tiny()
-    run = train_and_measure(settings, 3, "dynamic", 1, train=train, test=test, track=True, optimizer="sgd",
+    run = train_depth_run(settings, 3, "dynamic", 1, train=train, test=test, track=True, optimizer="sgd",
                             momentum=0.9, config={"squash": "sabour", "prior_std": 2.0, "iterations": 2})
     model, options = calls[0]
     assert (options["optimizer"], options["momentum"]) == ("sgd", 0.9)
-    assert (model.config.squash, model.config.prior_std, model.config.iterations) == ("sabour", 2.0, 2)
+    assert (model.config.squash, model.config.router.prior_std, model.config.router.iterations) == ("sabour", 2.0, 2)
+    assert all(r.iterations == 2 for r in model.routers())
     assert model.config.routing_layers == 3 and run.model is model
     assert len(run.gradients["norm"]) == 4 and run.gradients["norm"][0].shape == (2, 16)   # 2 steps, 16 capsules
 
 
 def test_the_settings_optimiser_is_used_unless_overridden(calls):
     settings, train, test = _tiny()
-    sgd = dataclasses.replace(settings, optimizer="sgd", momentum=0.5)
-    train_and_measure(sgd, 1, "uniform", 0, train=train, test=test)
-    train_and_measure(sgd, 1, "uniform", 0, train=train, test=test, optimizer="adam", momentum=0.0)
-    train_and_measure(settings, 1, "uniform", 0, train=train, test=test)
+    sgd = dataclasses.replace(settings, schedule=dataclasses.replace(settings.schedule, optimizer="sgd", momentum=0.5))
+    train_depth_run(sgd, 1, "uniform", 0, train=train, test=test)
+    train_depth_run(sgd, 1, "uniform", 0, train=train, test=test, optimizer="adam", momentum=0.0)
+    train_depth_run(settings, 1, "uniform", 0, train=train, test=test)
     assert [(o["optimizer"], o["momentum"]) for _, o in calls] == [("sgd", 0.5), ("adam", 0.0), ("adam", 0.0)]
 
 
 def test_same_seed_same_run_and_the_optimiser_changes_it():
     settings, train, test = _tiny()
-    a = train_and_measure(settings, 2, "dynamic", 3, train=train, test=test)
-    b = train_and_measure(settings, 2, "dynamic", 3, train=train, test=test, optimizer="adam")
-    c = train_and_measure(settings, 2, "dynamic", 3, train=train, test=test, optimizer="sgd", momentum=0.9)
+    a = train_depth_run(settings, 2, "dynamic", 3, train=train, test=test)
+    b = train_depth_run(settings, 2, "dynamic", 3, train=train, test=test, optimizer="adam")
+    c = train_depth_run(settings, 2, "dynamic", 3, train=train, test=test, optimizer="sgd", momentum=0.9)
     for (name, p), (_, q), (_, r) in zip(a.model.named_parameters(), b.model.named_parameters(),
                                          c.model.named_parameters()):
         assert torch.equal(p, q), name
@@ -95,15 +98,15 @@ def test_same_seed_same_run_and_the_optimiser_changes_it():
 
 def test_bad_overrides_are_refused():
     settings, train, test = _tiny()
-    for config in ({"routing": "uniform"}, {"routing_layers": 2}, {"nope": 1}, [("squash", "exp")]):
+    for config in ({"router": "uniform"}, {"routing_layers": 2}, {"nope": 1}, [("squash", "exp")]):
         with pytest.raises(ValueError, match="config must be a dict of DeepCapsNetConfig changes"):
-            train_and_measure(settings, 1, "dynamic", 0, train=train, test=test, config=config)
+            train_depth_run(settings, 1, "dynamic", 0, train=train, test=test, config=config)
     with pytest.raises(ValueError, match="squash must be one of"):
-        train_and_measure(settings, 1, "dynamic", 0, train=train, test=test, config={"squash": "tanh"})
+        train_depth_run(settings, 1, "dynamic", 0, train=train, test=test, config={"squash": "tanh"})
     with pytest.raises(ValueError, match="optimizer must be one of"):
-        train_and_measure(settings, 1, "dynamic", 0, train=train, test=test, optimizer="lbfgs")
+        train_depth_run(settings, 1, "dynamic", 0, train=train, test=test, optimizer="lbfgs")
     with pytest.raises(ValueError, match="settings must be a DepthStudySettings"):
-        train_and_measure({"lr": 1}, 1, "dynamic", 0, train=train, test=test)
+        train_depth_run({"lr": 1}, 1, "dynamic", 0, train=train, test=test)
 
 
 # ------------------------------------------------------------------------------------------ the search script

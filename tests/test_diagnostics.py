@@ -11,7 +11,7 @@ from torch.utils.data import TensorDataset
 
 from capsule_lab.diagnostics import (
     GradientTracker, activation_correlation, activation_stats, active_mask, collect_capsules, dead_mask,
-    layer_table, perfect_routing_std, routing_dynamics, routing_dynamics_per_capsule, summarize,
+    layer_table, perfect_routing_std, routing_dynamics, routing_dynamics_per_capsule, mean_and_sd,
 )
 from capsule_lab.models import DeepCapsNet, DeepCapsNetConfig
 
@@ -256,9 +256,9 @@ def test_theorem_2_weight_gradient_of_a_dead_capsule_vanishes():
     assert layer.weight.grad[1].abs().max().item() > 0.0
 
 
-def test_summarize():
-    assert summarize([1.0, 3.0, None]) == (2.0, 1.0)
-    assert all(math.isnan(v) for v in summarize([]))
+def test_mean_and_sd_is_the_population_spread():
+    assert mean_and_sd([1.0, 3.0, None]) == (2.0, 1.0)                  # ddof 0: sd of (1, 3) is 1
+    assert all(math.isnan(v) for v in mean_and_sd([]))
 
 
 def test_tracker_needs_a_deep_capsnet():

@@ -7,11 +7,12 @@ import torch
 
 from capsule_lab import squash, squash_exp
 from capsule_lab.gradients import (
-    capsnet_gradient_terms, coupling_jacobian, coupling_polarisation, gradient_terms, routing_states,
+    capsnet_gradient_terms, coupling_jacobian, gradient_terms, routing_states,
     softmax_jacobian, squash_jacobian, vote_gradient,
 )
 from capsule_lab.models import CapsNet, CapsNetConfig, capsnet_loss
-from capsule_lab.routing import dynamic_routing
+from capsule_lab.routing import (DynamicRouter, RouterSpec, ScaledRouter, SimilarityRouter, UniformRouter,
+                                 coupling_polarisation, dynamic_routing)
 
 SHAPES = [(1, 2, 2, 2), (2, 5, 3, 4), (3, 4, 6, 3)]
 
@@ -182,33 +183,55 @@ def test_gradient_terms_hand_worked():
     assert s["cosine"] == pytest.approx(3 / 5)
 
 
-def test_capsnet_gradient_terms_match_autograd_on_the_model():
+ROUTINGS = {                     # router spec → the iterations the network routes with, and whether term 2 trains it
+    "dynamic r=3": (RouterSpec(), 3, True),
+    "dynamic r=5": (RouterSpec(iterations=5), 5, True),
+    "uniform": (RouterSpec("uniform"), 1, True),
+    "pose-biased": (RouterSpec(pose_bias=0.1), 3, True),
+    "detached": (RouterSpec(detach_couplings=True), 3, False),
+}
+
+
+@pytest.mark.parametrize("routing", list(ROUTINGS))
+def test_capsnet_gradient_terms_measure_each_network_as_it_routes(routing):
+    """The terms are read from the network's own router: compared with autograd through that router on the
+    materialised votes (the total) and through the same router with its couplings held constant (term 1)."""
+    spec, iterations, trains_term2 = ROUTINGS[routing]
     torch.manual_seed(0)
     config = CapsNetConfig.slim(image_size=20, conv_channels=8, conv_kernel=5, primary_types=2, primary_kernel=5,
-                                decoder_hidden=(16,))
+                                decoder_hidden=(16,), router=spec)
     model = CapsNet(config).double()
+    if routing == "pose-biased":
+        with torch.no_grad():
+            model.router.pose_bias.copy_(0.3 * torch.randn(10, 16, dtype=torch.float64))
     x = torch.rand(4, 1, 20, 20, dtype=torch.float64)
     y = torch.tensor([0, 1, 2, 3])
     got = capsnet_gradient_terms(model, x, y)
+    assert got["iterations"] == iterations
 
+    router = model.router
+    held = (router if isinstance(router, UniformRouter) else
+            DynamicRouter(router.iterations, detach_couplings=True, pose_bias=router.pose_bias))
     with torch.no_grad():
         u = model.primary(torch.relu(model.conv(x)))
     grads = []
-    for detach in (False, True):
+    for route in (router, held):
         votes = model.digits.votes(u).detach().requires_grad_(True)
-        routed = dynamic_routing(votes, config.iterations, detach_couplings=detach)
+        routed = route(votes)
         out = type(model(x))(routed.poses.norm(dim=-1), routed.poses, routed.couplings, u,
                               model.decoder(routed.poses, y))
         grads.append(torch.autograd.grad(capsnet_loss(out, x, y), votes)[0])
     total, term1 = grads
     assert got["term1"] == pytest.approx(term1.norm().item(), rel=1e-9)
-    assert got["term2"] == pytest.approx((total - term1).norm().item(), rel=1e-9)
+    assert got["term2"] == pytest.approx((total - term1).norm().item(), rel=1e-9, abs=1e-30)
+    assert (got["term2"] > 0) == (trains_term2 and routing != "uniform")
     assert got["cosine"] == pytest.approx((total.flatten() @ term1.flatten() / total.norm() / term1.norm()).item())
     assert 1 / 10 <= got["max_coupling"] <= 1 and 0 <= got["entropy_bits"] <= math.log2(10)
     assert model.training
 
 
-def test_capsnet_gradient_terms_needs_dynamic_routing():
-    model = CapsNet(CapsNetConfig.slim(routing="uniform"))
-    with pytest.raises(ValueError, match="dynamic routing"):
-        capsnet_gradient_terms(model, torch.rand(2, 1, 28, 28), torch.tensor([0, 1]))
+def test_capsnet_gradient_terms_needs_sabours_routing():
+    for router in (SimilarityRouter(), ScaledRouter(3, 2.0)):
+        model = CapsNet(CapsNetConfig.slim(decoder=False), router=router)
+        with pytest.raises(ValueError, match="Sabour's routing"):
+            capsnet_gradient_terms(model, torch.rand(2, 1, 28, 28), torch.tensor([0, 1]))

@@ -108,7 +108,7 @@ def test_refusal_reaches_every_alias_and_is_undone():
     votes = torch.randn(1, 3, 2, 4)
     with refused([capsule_lab.routing.dynamic_routing, capsule_lab.capsules.squash]):
         for call in (lambda: aliased(votes), lambda: capsule_lab.routing.dynamic_routing(votes),
-                     lambda: capsule_lab.squash(votes), lambda: capsule_lab.layers.make_router()(votes)):
+                     lambda: capsule_lab.squash(votes), lambda: capsule_lab.routing.DynamicRouter()(votes)):
             with pytest.raises(AnswerRefused, match="asks for your own implementation"):
                 call()
     assert aliased(votes).poses.shape == (1, 2, 4) and capsule_lab.squash(votes).shape == votes.shape

@@ -230,11 +230,11 @@ def test_aliases_copies_reloads_and_detached_processes_earn_nothing(attacked_01)
 
 def test_notebook_without_the_function_scores_not_found(tmp_path):
     """Every task of the chapter is graded, found or not; no kernel needed to see it in the report."""
-    from capsule_lab.grading.evaluation import evaluate
+    from capsule_lab.grading.evaluation import score_functions
     from capsule_lab.grading.tasks import tasks_for_chapter
 
     tasks = tasks_for_chapter("04")
-    result = evaluate("04", ["import torch", None, "x = 1"], tmp_path, tasks, task_timeout=30)
+    result = score_functions("04", ["import torch", None, "x = 1"], tmp_path, tasks, task_timeout=30)
     assert result["grading_error"] is None
     assert {tid: (o["status"], o["points"]) for tid, o in result["tasks"].items()} == {
         t.id: ("not found", 0) for t in tasks}
@@ -270,10 +270,10 @@ ESCAPES = [
 
 def test_the_evaluation_process_cannot_start_processes_or_call_c(tmp_path):
     """The child's audit hook, without a kernel: no process, no ctypes; honest code unaffected."""
-    from capsule_lab.grading.evaluation import evaluate
+    from capsule_lab.grading.evaluation import score_functions
     from capsule_lab.grading.tasks import tasks_for_chapter
 
-    result = evaluate("04", ESCAPES, tmp_path, tasks_for_chapter("04"), task_timeout=30)
+    result = score_functions("04", ESCAPES, tmp_path, tasks_for_chapter("04"), task_timeout=30)
     tasks = result["tasks"]
     assert tasks["04.dyr"]["status"] == "error" and "start processes" in tasks["04.dyr"]["message"]
     assert tasks["04.dead_capsules"]["status"] == "error" and "ctypes" in tasks["04.dead_capsules"]["message"]

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.xdist_group("ladder_study")
 
 @pytest.fixture(scope="module")
 def tiny():
-    settings = replace(chapter_settings("06", "quick"), train_size=96, test_size=40, epochs=1, batch_size=32)
+    settings = chapter_settings("06", "quick")
+    settings = replace(settings, train_size=96, test_size=40,
+                       schedule=replace(settings.schedule, epochs=1, batch_size=32))
     return settings, ladder_study_data(settings)
 
 
@@ -29,9 +31,9 @@ def test_the_settings_are_the_papers_in_the_full_profile_and_matched_in_both():
     assert isinstance(full, LadderSettings) and isinstance(quick, LadderSettings)
     assert full.ladder == LadderCapsNetConfig.paper(k=70) and full.ks == (50, 70, 100)      # Table 2, 9×9 kernels
     assert full.ladder.primary_caps == 4608 and full.train_size is None and full.test_size == 10000
-    assert (full.lr, full.bench) == (1e-3, "full")                                          # §4: Adam from 0.001
+    assert (full.schedule.lr, full.bench) == (1e-3, "full")                                          # §4: Adam from 0.001
     for s in (full, quick):
-        assert s.capsnet.iterations == 3 and not s.capsnet.decoder
+        assert s.capsnet.router.iterations == 3 and not s.capsnet.decoder
         assert s.capsnet.primary_caps == s.ladder.primary_caps and s.capsnet.image_size == 40
         assert s.ladder.k in s.ks and len(s.ks) == 3
 
@@ -69,7 +71,7 @@ def test_train_network_trains_tests_and_keeps_the_weights(tiny):
     assert ladder.parameters == sum(p.numel() for p in LadderCapsNet(settings.ladder_config(16)).parameters())
     assert evaluate(model, data[1]) == ladder.clean_accuracy and evaluate(model, data[2]) == ladder.affine_accuracy
     assert ladder.affine_drop == pytest.approx(ladder.clean_accuracy - ladder.affine_accuracy)
-    assert len(ladder.history.train_loss) == settings.epochs and ladder.seconds > 0
+    assert len(ladder.history.train_loss) == settings.schedule.epochs and ladder.seconds > 0
     # the same seed trains the same network
     again = train_network(settings.ladder_config(16), settings, data, seed=0)
     assert all(torch.equal(ladder.state[k], again.state[k]) for k in ladder.state)
@@ -79,7 +81,7 @@ def test_train_network_trains_tests_and_keeps_the_weights(tiny):
 
 def test_run_ladder_study_trains_every_k_and_the_capsnet(tiny):
     settings, data = tiny
-    small = replace(settings, ks=(8, 32), train_size=32, epochs=1)
+    small = replace(settings, ks=(8, 32), train_size=32, schedule=replace(settings.schedule, epochs=1))
     runs = run_ladder_study(small, data)
     assert list(runs) == ["ladder K=8", "ladder K=32", "capsnet r=3"]
     assert runs["ladder K=8"].config.k == 8 and runs["capsnet r=3"].config == small.capsnet
@@ -125,7 +127,7 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
     report = shipped_ladder_runs()
     prov, runs = report["provenance"], report["runs"]
     assert prov["seeds"] == [0, 1, 2] and prov["settings"]["epochs"] == 8 and prov["settings"]["train_size"] == 8000
-    settings = replace(chapter_settings("06", "quick"), **{k: prov["settings"][k] for k in ("train_size", "epochs")})
+    settings = replace(chapter_settings("06", "quick"), train_size=prov["settings"]["train_size"])
     names = [f"ladder K={k}" for k in settings.ks] + ["capsnet r=3"]
     assert list(runs) == names
     for name in names:

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from capsule_lab.capsules import squash
-from capsule_lab.layers import CapsuleLayer, capsule_votes, make_router
+from capsule_lab.layers import CapsuleLayer, capsule_votes
 from capsule_lab.models import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
-from capsule_lab.routing import RoutingResult, dynamic_routing
+from capsule_lab.routing import DynamicRouter, Router, RouterSpec, RoutingResult, UniformRouter, dynamic_routing
 
 
 def _nparams(module: torch.nn.Module) -> int:
@@ -64,30 +64,33 @@ def test_capsule_layer_shapes_and_default_router():
 def test_capsule_layer_router_plug_in():
     torch.manual_seed(1)
     u = torch.randn(2, 5, 3, dtype=torch.float64)
-    uni = CapsuleLayer(5, 3, 4, 2, router=make_router("uniform")).double()
+    uni = CapsuleLayer(5, 3, 4, 2, router=UniformRouter()).double()
     res = uni(u)
     torch.testing.assert_close(res.couplings, torch.full((2, 5, 4), 0.25, dtype=torch.float64))
     # uniform: v_j = squash(Σ_i W_ij u_i / J), written with the loop-free but independent formula
     s = torch.einsum("ijdk,bik->bjd", uni.weight, u) / 4
     torch.testing.assert_close(res.poses, squash(s))
 
-    dyn = CapsuleLayer(5, 3, 4, 2, router=make_router("dynamic", iterations=2, detach_votes=True)).double()
+    dyn = CapsuleLayer(5, 3, 4, 2, router=DynamicRouter(2, detach_votes=True)).double()
     votes = capsule_votes(u, dyn.weight)
     torch.testing.assert_close(dyn(u).poses, dynamic_routing(votes, 2).poses)
 
     seen = {}
 
-    def spy(v):
-        seen["shape"] = tuple(v.shape)
-        return dynamic_routing(v, 1)
+    class Spy(Router):
+        def forward(self, v, activations=None, *, history=False):
+            seen["shapes"] = tuple(v.shape), tuple(activations.shape)
+            seen["activations"] = activations
+            return dynamic_routing(v, 1)
 
-    CapsuleLayer(5, 3, 4, 2, router=spy)(u.float())
-    assert seen["shape"] == (2, 5, 4, 2)
+    CapsuleLayer(5, 3, 4, 2, router=Spy())(u.float())
+    assert seen["shapes"] == ((2, 5, 4, 2), (2, 5))
+    torch.testing.assert_close(seen["activations"], u.float().norm(dim=-1))      # a_i = ‖u_i‖
 
 
-def test_make_router_options_pass_through():
+def test_router_options_pass_through():
     votes = torch.randn(2, 3, 4, 2, dtype=torch.float64, requires_grad=True)
-    r = make_router("dynamic", iterations=2, detach_couplings=True)
+    r = DynamicRouter(2, detach_couplings=True)
     r(votes).poses.sum().backward()
     g1 = votes.grad.clone()
     votes.grad = None
@@ -95,9 +98,9 @@ def test_make_router_options_pass_through():
     torch.testing.assert_close(g1, votes.grad)
 
 
-def test_make_router_unknown_name():
-    with pytest.raises(ValueError, match="unknown router 'em'"):
-        make_router("em")
+def test_router_spec_unknown_kind():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        RouterSpec("em")
 
 
 # ----------------------------------------------------------------------------------------- CapsNet
@@ -143,8 +146,8 @@ def test_slim_config():
         (160 * 512 + 512) + (512 * 1024 + 1024) + (1024 * 784 + 784)
     assert _nparams(net) == hand
     # changes pass through
-    assert CapsNetConfig.slim(iterations=1).iterations == 1
-    assert CapsNetConfig.slim(iterations=1).conv_channels == 64
+    assert CapsNetConfig.slim(router=RouterSpec(iterations=1)).router.iterations == 1
+    assert CapsNetConfig.slim(router=RouterSpec(iterations=1)).conv_channels == 64
 
 
 @pytest.fixture(scope="module")
@@ -261,12 +264,12 @@ def test_capsnet_gradients_reach_every_parameter():
 
 
 def test_capsnet_detach_couplings_config_changes_only_the_backward():
-    """CapsNetConfig(detach_couplings=True): same forward, and the class-layer W gradient equals the one of
+    """RouterSpec(detach_couplings=True): same forward, and the class-layer W gradient equals the one of
     routing with constant couplings computed independently on the materialised votes."""
     torch.manual_seed(6)
     small = dict(conv_channels=8, primary_types=2, decoder=False)
     full = CapsNet(CapsNetConfig.slim(**small)).double()
-    detached = CapsNet(CapsNetConfig.slim(detach_couplings=True, **small)).double()
+    detached = CapsNet(CapsNetConfig.slim(router=RouterSpec(detach_couplings=True), **small)).double()
     detached.load_state_dict(full.state_dict())
     x = torch.rand(3, 1, 28, 28, dtype=torch.float64)
     a, b = full(x), detached(x)
@@ -283,7 +286,7 @@ def test_capsnet_detach_couplings_config_changes_only_the_backward():
 
 def test_capsnet_uniform_router_config():
     torch.manual_seed(5)
-    net = CapsNet(CapsNetConfig.slim(routing="uniform", conv_channels=8, primary_types=2, decoder=False))
+    net = CapsNet(CapsNetConfig.slim(router=RouterSpec("uniform"), conv_channels=8, primary_types=2, decoder=False))
     with torch.no_grad():
         out = net(torch.rand(2, 1, 28, 28))
     torch.testing.assert_close(out.couplings, torch.full((2, 72, 10), 0.1))

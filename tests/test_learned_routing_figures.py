@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from capsule_lab.figures import (DEFAULT_PAIRS, MAX_FIGURE_WIDTH, plot_similarity_routing,  # noqa: E402
                                  similarity_clusters, similarity_grid_figure, clustered_votes)
-from capsule_lab.learned_routing import similarity_objective  # noqa: E402
+from capsule_lab.routing import similarity_objective  # noqa: E402
 from capsule_lab.widgets import (SimilarityRoutingExplorer, similarity_routing_explorer,  # noqa: E402
                                  similarity_routing_explorer_figure, similarity_routing_result)
 

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from capsule_lab.capsules import squash
 from capsule_lab.layers import CapsuleLayer
-from capsule_lab.models import CapsNetConfig, CapsNetOutput
+from capsule_lab.models import CapsNetConfig, CapsNetOutput, CapsuleNetwork, capsnet_loss
 from capsule_lab.profiles import PROFILES, cpu_threads, get_profile, profile_name, setup
 from capsule_lab.training import (
     History, batches, evaluate, fit, fit_profile, load_checkpoint, save_checkpoint,
@@ -125,8 +125,9 @@ def test_setup_uses_the_thread_count_from_the_environment(restore_torch_globals,
 
 # ----------------------------------------------------------------------------------- tiny models, data
 
-class TinyCapsNet(nn.Module):
-    """A 4×4-image capsule net: linear → 4 primary capsules of dim 4 → 2 class capsules of dim 4."""
+class TinyCapsNet(CapsuleNetwork):
+    """A 4×4-image capsule net: linear → 4 primary capsules of dim 4 → 2 class capsules of dim 4; its loss is
+    Sabour's (what fit trains it with unless told otherwise)."""
 
     def __init__(self):
         super().__init__()
@@ -137,6 +138,9 @@ class TinyCapsNet(nn.Module):
         u = squash(self.primary(x.flatten(1)).view(-1, 4, 4))
         r = self.caps(u)
         return CapsNetOutput(r.poses.norm(dim=-1), r.poses, r.couplings, u, None)
+
+    def loss(self, out, images, targets):
+        return capsnet_loss(out, images, targets)
 
 
 def _separable(n=96, seed=0):
@@ -341,7 +345,7 @@ def test_fit_profile_uses_profile_settings():
     prof = get_profile("quick", device="cpu")
     hist = fit_profile(model, _separable(32), None, prof, epochs=2, batch_size=16, progress=False)
     assert len(hist.epoch) == 2
-    np.testing.assert_allclose(hist.lr, [prof.lr, prof.lr * prof.lr_decay])
+    np.testing.assert_allclose(hist.lr, [prof.schedule.lr, prof.schedule.lr * prof.schedule.lr_decay])
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from capsule_lab import rem_study
+from capsule_lab import data, rem_study
 from capsule_lab.models import CapsNet, CapsNetConfig
 from capsule_lab.rem import class_parse_tree, routing_entropy
 from capsule_lab.profiles import chapter_settings
@@ -18,6 +18,14 @@ from capsule_lab.rem_study import (RoutingMeasure, Step, chosen_step, measure_ro
                                    run_rem)
 
 TINY = CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False)
+
+
+def _settings(warmup_epochs, rounds, epochs_per_round, **changes):
+    """Chapter 05's quick settings with a batch of 16 and the pruning schedule given (the epochs follow)."""
+    quick = chapter_settings("05", "quick")
+    schedule = replace(quick.schedule, batch_size=16, epochs=warmup_epochs + rounds * epochs_per_round)
+    return replace(quick, schedule=schedule, warmup_epochs=warmup_epochs, rounds=rounds,
+                   epochs_per_round=epochs_per_round, **changes)
 
 
 def _data(n: int, seed: int) -> TensorDataset:
@@ -70,8 +78,7 @@ def test_rem_is_the_most_pruned_step_no_worse_than_the_dense_model_before_prunin
 
 
 def test_a_tiny_study_prunes_on_schedule_from_the_same_start():
-    settings = replace(chapter_settings("05", "quick"), capsnet=TINY, batch_size=16, warmup_epochs=1, rounds=2,
-                       epochs_per_round=1, amount=0.5, single_shot=True)
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=2, epochs_per_round=1, amount=0.5, single_shot=True)
     data = (_data(32, 2), _data(8, 3), _data(12, 4))
     run = run_rem("mnist", settings, data, seed=0)
     assert [s.epoch for s in run.dense] == [s.epoch for s in run.pruned] == [1, 2, 3] == \
@@ -87,7 +94,7 @@ def test_a_tiny_study_prunes_on_schedule_from_the_same_start():
 
 def test_study_data_splits_validation_from_training(monkeypatch):
     full = _data(40, 5)
-    monkeypatch.setitem(rem_study.DATASETS, "mnist", lambda train, source: full if train else _data(9, 6))
+    monkeypatch.setitem(data.DATASETS, "mnist", lambda train, source: full if train else _data(9, 6))
     settings = replace(chapter_settings("05", "quick"), train_size=25, val_size=10, test_size=None)
     train, val, test = rem_study_data("mnist", settings)
     assert len(train) == 25 and len(val) == 10 and len(test) == 9
@@ -102,15 +109,14 @@ def test_study_data_splits_validation_from_training(monkeypatch):
 
 def test_settings_reach_the_paper_s_sparsity():
     full = chapter_settings("05", "full")
-    assert full.capsnet.pose_bias == 0.1 and full.capsnet.init_std == 0.1 and not full.capsnet.decoder
+    assert full.capsnet.router.pose_bias == 0.1 and full.capsnet.init_std == 0.1 and not full.capsnet.decoder
     assert full.final_sparsity > 0.855                     # the paper's MNIST model is 85.5 % sparse
     quick = chapter_settings("05", "quick")
-    assert math.isclose(quick.final_sparsity, 0.875) and quick.epochs == 4
+    assert math.isclose(quick.final_sparsity, 0.875) and quick.schedule.epochs == 4
 
 
 def test_model_at_restores_a_pruned_step():
-    settings = replace(chapter_settings("05", "quick"), capsnet=TINY, batch_size=16, warmup_epochs=1, rounds=1,
-                       epochs_per_round=1, amount=0.5)
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=1, epochs_per_round=1, amount=0.5)
     data = (_data(32, 2), _data(8, 3), _data(6, 4))
     run = run_rem("mnist", settings, data, seed=1)
     for step in (run.dense[-1], run.pruned[-1]):
@@ -145,8 +151,8 @@ def test_a_measure_without_its_couplings_answers_from_its_summary():
 
 
 def test_a_long_run_keeps_only_the_last_steps_and_rem_s_model():
-    settings = replace(chapter_settings("05", "quick"), capsnet=TINY, batch_size=16, warmup_epochs=1, rounds=2,
-                       epochs_per_round=1, amount=0.5, keep_every_step=False)
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=2, epochs_per_round=1, amount=0.5,
+                         keep_every_step=False)
     data = (_data(32, 2), _data(8, 3), _data(12, 4))
     run = run_rem("mnist", settings, data, seed=0)
     kept = {"dense": [s.state is not None for s in run.dense], "pruned": [s.state is not None for s in run.pruned]}

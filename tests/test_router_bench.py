@@ -13,14 +13,18 @@ from scipy.stats import binomtest
 
 from capsule_lab import cli, router_bench as rb
 from capsule_lab.models import CapsNet, LadderCapsNet
-from capsule_lab.models import capsnet_loss
 from capsule_lab.profiles import ROUTERS_08, chapter_settings
 from capsule_lab.rem import global_magnitude_prune, prunable_parameters
 from capsule_lab.routing import DynamicRouter
 from capsule_lab.training import evaluate, fit
 
 QUICK = chapter_settings("08", "quick")
-TINY = replace(QUICK, train_size=96, test_size=64, epochs=2, rem_rounds=1, batch_size=32, timing_repeats=1)
+TINY = replace(QUICK, train_size=96, test_size=64, schedule=replace(QUICK.schedule, epochs=2, batch_size=32),
+               rem_rounds=1, timing_repeats=1)
+
+
+def _epochs(settings, epochs, **changes):
+    return replace(settings, schedule=replace(settings.schedule, epochs=epochs), **changes)
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +34,11 @@ def tiny_data():
 
 def test_settings_are_one_backbone_every_router():
     full = chapter_settings("08", "full")
-    assert QUICK.routers == full.routers == ROUTERS_08 == tuple(rb.ROUTER_SPECS)
+    assert QUICK.routers == full.routers == ROUTERS_08 == tuple(rb.ROUTERS)
     assert full.capsnet.primary_caps == 1152 and full.train_size is None and full.ladder_k == 70
     assert not QUICK.capsnet.decoder and len(QUICK.seeds) >= 3
     with pytest.raises(ValueError, match="rem_rounds"):
-        replace(QUICK, rem_rounds=QUICK.epochs)
+        replace(QUICK, rem_rounds=QUICK.schedule.epochs)
     with pytest.raises(ValueError, match="decoder"):
         replace(QUICK, capsnet=replace(QUICK.capsnet, decoder=True))
     with pytest.raises(ValueError, match="ladder_k"):
@@ -42,7 +46,7 @@ def test_settings_are_one_backbone_every_router():
 
 
 def test_every_router_starts_from_the_same_backbone():
-    nets = {name: rb.build_network(name, TINY, seed=3) for name in ROUTER_SPECS_NAMES}
+    nets = {name: rb.build_network(name, TINY, seed=3) for name in rb.ROUTERS}
     conv = nets["dynamic r=3"].conv.weight
     for name, net in nets.items():
         assert torch.equal(net.conv.weight, conv), name
@@ -57,41 +61,37 @@ def test_every_router_starts_from_the_same_backbone():
         rb.build_network("uniform", chapter_settings("07", "quick"))
 
 
-ROUTER_SPECS_NAMES = tuple(rb.ROUTER_SPECS)
+def test_each_network_offers_its_parse_trees_the_same_way():
+    from capsule_lab.models import routed_parse_trees
 
-
-def test_parse_tree_couplings_read_each_router_the_same_way():
     g = torch.Generator().manual_seed(0)
     over_j = torch.softmax(torch.randn(4, 6, 3, generator=g), dim=2)
     over_i = torch.softmax(torch.randn(4, 6, 3, generator=g), dim=1)
-    out = type("Out", (), {})()
-    out.couplings, out.lengths = over_j, torch.rand(4, 3)
-    c, levels = rb.parse_tree_couplings(out, "outputs")
-    assert levels == 11 and torch.allclose(c, over_j)
-    out.couplings = over_i
-    c, _ = rb.parse_tree_couplings(out, "inputs")
+    c, levels, over, dynamics = routed_parse_trees(over_j, "outputs")
+    assert levels == 11 and over == "outputs" and torch.allclose(c, over_j) and dynamics is c
+    c = routed_parse_trees(over_i, "inputs").couplings
     expected = over_i / over_i.sum(dim=2, keepdim=True)       # each input's row over the outputs
     assert torch.allclose(c, expected) and torch.allclose(c.sum(dim=2), torch.ones(4, 6))
-    out.couplings = torch.tensor([[[0.7, -0.2, 0.5]]])        # a learned bias can push a coupling below 0
-    c, _ = rb.parse_tree_couplings(out, "outputs")
+    c = routed_parse_trees(torch.tensor([[[0.7, -0.2, 0.5]]]), "outputs").couplings   # a bias can go below 0
     assert torch.allclose(c, torch.tensor([[[0.7 / 1.2, 0.0, 0.5 / 1.2]]]))
-    out.code = torch.tensor([[1.0, 0.0, 1.0, 0.0]])
-    out.lengths = torch.rand(1, 3)
-    c, levels = rb.parse_tree_couplings(out, "none")
-    assert levels == 2 and c.shape == (1, 4, 3) and torch.equal(c[0, :, 2], out.code[0])
-    with pytest.raises(ValueError, match="normalized_over"):
-        rb.parse_tree_couplings(out, "rows")
+    ladder, capsnet = rb.build_network("ladder", TINY), rb.build_network("similarity", TINY)
+    images = torch.rand(2, 1, 28, 28)
+    with torch.no_grad():
+        out = ladder(images)
+        c, levels, over, dynamics = ladder.parse_trees(out)
+        assert levels == 2 and over == "none" and dynamics is None and c.shape == (2, ladder.config.primary_caps, 10)
+        assert torch.equal(c[:, :, 4], out.code)                                    # the code vector, every class
+        assert capsnet.parse_trees(capsnet(images)).normalize_over == "inputs"      # the router says so
 
 
 def test_a_record_measures_what_it_says(tiny_data):
     train, test, affine = tiny_data
-    record = rb.train_and_measure("rem-pruned", TINY, tiny_data, seed=0, amp=True, memory=False)
+    record = rb.train_record("rem-pruned", TINY, tiny_data, seed=0, amp=True, memory=False)
     assert record["amp"] is False and record["key"] == rb.record_key("rem-pruned", 0, TINY)   # amp acts on CUDA only
     # the network the record describes, trained again from the same seed, gives the same accuracy by evaluate
     net = rb.build_network("rem-pruned", TINY, 0)
-    fit(net, train, None, epochs=TINY.epochs, batch_size=TINY.batch_size, lr=TINY.lr, lr_decay=TINY.lr_decay,
-           seed=0, loss_fn=capsnet_loss, progress=False,
-           on_epoch_end=lambda e, m: global_magnitude_prune(m, TINY.rem_amount) if e <= TINY.rem_rounds else None)
+    fit(net, train, None, **TINY.schedule.fit_options(), seed=0, progress=False,
+        on_epoch_end=lambda e, m: global_magnitude_prune(m, TINY.rem_amount) if e <= TINY.rem_rounds else None)
     assert record["accuracy"] == pytest.approx(evaluate(net, test), abs=1e-12)
     assert record["affine_accuracy"] == pytest.approx(evaluate(net, affine), abs=1e-12)
     assert len(record["correct"]) == len(test) and record["correct"].count("1") == round(record["accuracy"] * len(test))
@@ -100,8 +100,10 @@ def test_a_record_measures_what_it_says(tiny_data):
     pruned = record["parameters"] - record["nonzero_parameters"]
     assert abs(pruned - TINY.rem_amount * prunable) <= 1
     assert record["router_parameters"] == 0 and record["levels"] == 11 and 0 <= record["dyr"] <= 1.5
-    assert len(record["train_loss"]) == TINY.epochs and record["step_ms"] > 0 and record["peak_memory_mb"] is None
-    assert record["train_step_ms"] == pytest.approx(1000 * record["train_seconds"] / (TINY.epochs * 3))  # 96 / 32
+    assert record["normalize_over"] == "outputs"
+    assert len(record["train_loss"]) == TINY.schedule.epochs and record["step_ms"] > 0
+    assert record["peak_memory_mb"] is None
+    assert record["train_step_ms"] == pytest.approx(1000 * record["train_seconds"] / (TINY.schedule.epochs * 3))
     assert set(rb.RECORD_FIELDS) <= set(record)
 
 
@@ -117,7 +119,7 @@ def test_peak_memory_grows_with_the_batch_as_activations_do(tiny_data):
 
 
 def test_ladder_and_learned_routers_report_their_own_parameters(tiny_data):
-    small = replace(TINY, epochs=1, rem_rounds=0)
+    small = _epochs(TINY, 1, rem_rounds=0)
     records = {r["router"]: r for r in rb.run_router_bench(small, ("ladder", "similarity", "self-attention"), (0,),
                                                            data=tiny_data, cache=None, memory=False, progress=False)}
     ladder = rb.build_network("ladder", small)
@@ -125,12 +127,13 @@ def test_ladder_and_learned_routers_report_their_own_parameters(tiny_data):
         p.numel() for n, p in ladder.named_parameters() if not n.startswith(("conv.", "primary.")))
     assert records["ladder"]["dyr"] is None and records["ladder"]["levels"] == 2
     assert records["similarity"]["router_parameters"] == 25          # λ1, λ2, 10 length scales, 10 weights, θ (3)
+    assert (records["similarity"]["normalize_over"], records["ladder"]["normalize_over"]) == ("inputs", "none")
     assert records["self-attention"]["router_parameters"] == small.capsnet.primary_caps * small.capsnet.classes
     assert all(not r["cached"] for r in records.values())
 
 
 def test_the_cache_is_read_on_the_second_run(tmp_path, tiny_data):
-    small = replace(TINY, epochs=1, rem_rounds=0)
+    small = _epochs(TINY, 1, rem_rounds=0)
     first = rb.run_router_bench(small, ("uniform",), (0, 1), data=tiny_data, cache=tmp_path, memory=False,
                                 progress=False)
     assert len(list(tmp_path.glob("*.json"))) == 2 and not any(r["cached"] for r in first)
@@ -140,7 +143,9 @@ def test_the_cache_is_read_on_the_second_run(tmp_path, tiny_data):
     # the key ignores the list of seeds and routers, and changes with anything that decides a run
     key = rb.record_key("uniform", 0, small)
     assert key == rb.record_key("uniform", 0, replace(small, seeds=(0, 5), routers=("uniform",)))
-    assert key != rb.record_key("uniform", 0, replace(small, lr=small.lr * 2))
+    faster = replace(small, schedule=replace(small.schedule, lr=small.schedule.lr * 2))
+    assert key != rb.record_key("uniform", 0, faster)
+    assert key != rb.record_key("uniform", 0, replace(small, capsnet=replace(small.capsnet, conv_channels=8)))
     assert key != rb.record_key("uniform", 1, small) != rb.record_key("dynamic r=3", 0, small)
     # mixed precision on CUDA is another run; amp on a CPU changes nothing, so neither does it change the key
     assert rb.record_key("uniform", 0, small, "cpu", amp=True) == key
@@ -148,13 +153,17 @@ def test_the_cache_is_read_on_the_second_run(tmp_path, tiny_data):
 
 
 def test_a_custom_router_plugs_in_and_is_never_cached(tmp_path, tiny_data):
-    small = replace(TINY, epochs=1, rem_rounds=0)
-    half = rb.RouterSpec(lambda s: DynamicRouter(2))
+    small = _epochs(TINY, 1, rem_rounds=0)
+    half = rb.BenchEntry(lambda s: DynamicRouter(2))
     records = rb.run_router_bench(small, ("r=2",), (0,), data=tiny_data, cache=tmp_path, custom={"r=2": half},
                                   memory=False, progress=False)
     assert records[0]["router"] == "r=2" and not list(tmp_path.glob("*.json"))
-    with pytest.raises(ValueError, match="RouterSpec"):
+    with pytest.raises(ValueError, match="BenchEntry"):
         rb.run_router_bench(small, ("mine",), (0,), custom={"mine": lambda s: None}, progress=False)
+    with pytest.raises(ValueError, match="exactly one"):
+        rb.BenchEntry()
+    with pytest.raises(ValueError, match="votes"):
+        rb.BenchEntry(lambda s: DynamicRouter(2), votes="faria")
 
 
 def test_results_are_written_as_json_and_csv(tmp_path):
@@ -171,14 +180,14 @@ def test_results_are_written_as_json_and_csv(tmp_path):
 def test_summary_is_mean_sd_and_standard_error():
     values = [0.91, 0.95, 0.9]
     records = [{"router": "a", "accuracy": v, "dyr": None} for v in values] + [{"router": "b", "accuracy": 0.5}]
-    summary = rb.summarize(records, measures=("accuracy", "dyr"))
+    summary = rb.summarize_records(records, measures=("accuracy", "dyr"))
     mean, sd, se = summary["a"]["accuracy"]
     assert mean == pytest.approx(np.mean(values)) and sd == pytest.approx(np.std(values, ddof=1))
     assert se == pytest.approx(np.std(values, ddof=1) / math.sqrt(3)) and summary["a"]["seeds"] == 3
     assert summary["a"]["dyr"] is None and summary["b"]["accuracy"] == (0.5, None, None)
     assert list(summary) == ["a", "b"]
     with pytest.raises(ValueError, match="non-empty"):
-        rb.summarize([])
+        rb.summarize_records([])
 
 
 @pytest.mark.parametrize("a, b", [("1111000011", "1010101011"), ("1" * 40, "0" * 3 + "1" * 37), ("10" * 30, "01" * 30),
@@ -207,7 +216,7 @@ def test_shipped_records_cover_the_quick_bench():
 def test_cli_bench_routers_writes_records_and_reads_its_cache(tmp_path, monkeypatch, capsys):
     import capsule_lab.profiles as profiles
 
-    small = replace(TINY, epochs=1, rem_rounds=0)
+    small = _epochs(TINY, 1, rem_rounds=0)
     monkeypatch.setattr(profiles, "chapter_settings", lambda chapter, profile=None: small)
     argv = ["bench", "routers", "--routers", "uniform", "--seeds", "1", "--no-memory", "--out",
             str(tmp_path / "b.json"), "--cache", str(tmp_path / "cache")]

@@ -1,10 +1,11 @@
-"""Routers (``capsule_lab.routing.routers``, chapter 02): one call signature, chosen explicitly.
+"""Routers (``capsule_lab.routing.routers``, chapter 02): ``nn.Module``s with one call signature,
+``router(votes, activations=None) → RoutingResult``, chosen explicitly.
 
 A trivial router written here (every input capsule sends its whole vote to output 0) is plugged into
 :class:`CapsuleLayer` and :class:`CapsNet` and their outputs compared with the same computation written out
 by hand. Each router of the package is compared with the independent loop implementations of
 ``tests/test_routing.py`` (Algorithm 1 with loops over b, i, j; torch with the detaches done by hand), and
-the routing explorer's scaled update with a loop written here.
+the routing explorer's scaled update with a loop written here. The vote-free form is the layer's choice.
 """
 
 from __future__ import annotations
@@ -14,25 +15,26 @@ import torch
 from test_routing import _random_votes, _torch_routing, ref_dynamic_routing
 
 from capsule_lab.capsules import squash, squash_exp
-from capsule_lab.layers import CapsuleLayer, capsule_votes, make_router
+from capsule_lab.layers import CapsuleLayer, capsule_votes
 from capsule_lab.models import CapsNet, CapsNetConfig
-from capsule_lab.routing import (DetachedRouter, DynamicRouter, Router, RoutingResult, ScaledRouter,
-                                 UniformRouter, VoteFreeRouter, dynamic_routing, uniform_routing)
+from capsule_lab.routing import (DetachedRouter, DynamicRouter, Router, RouterSpec, RoutingResult, ScaledRouter,
+                                 UniformRouter, dynamic_routing, uniform_routing, vote_free_routing)
 
 
 class AllToFirst(Router):
     """Every input capsule sends its whole vote to output 0: c_i0 = 1, v_0 = squash(Σ_i û_{0|i}), v_j = 0 else."""
 
     def __init__(self):
+        super().__init__()
         self.calls = 0
 
-    def __call__(self, votes):
+    def forward(self, votes, activations=None, *, history=False):
         self.calls += 1
         B, I, J, D = votes.shape
         couplings = torch.zeros(B, I, J, dtype=votes.dtype)
         couplings[:, :, 0] = 1.0
         poses = squash(torch.einsum("bij,bijd->bjd", couplings, votes))
-        return RoutingResult(poses, couplings, torch.zeros_like(couplings))
+        return RoutingResult(poses, poses.norm(dim=-1), couplings, torch.zeros_like(couplings))
 
 
 def _all_to_first_by_hand(u, weight):
@@ -66,7 +68,8 @@ def test_trivial_router_in_capsnet():
                                 decoder=False)
     router = AllToFirst()
     model = CapsNet(config, router=router).double().eval()
-    assert model.digits.router is router
+    assert model.digits.router is router and model.router is router and model.routers() == (router,)
+    assert model.config.router is None                 # the config says the router was given as a module
     x = torch.rand(2, 1, 20, 20, dtype=torch.float64)
     out = model(x)
     u = model.primary(torch.relu(model.conv(x)))
@@ -77,18 +80,22 @@ def test_trivial_router_in_capsnet():
     assert torch.all(out.lengths[:, 1:] == 0)
 
 
-def test_a_plain_function_is_still_a_router():
-    seen = []
-
+def test_a_router_is_a_module_and_a_plain_function_is_not():
     def one_iteration_average(votes):
-        seen.append(votes.shape)
         return uniform_routing(votes)
 
-    layer = CapsuleLayer(4, 2, 3, 2, router=one_iteration_average).double()
+    with pytest.raises(ValueError, match="capsule_lab.routing.Router"):
+        CapsuleLayer(4, 2, 3, 2, router=one_iteration_average)
+
+    class Average(Router):
+        def forward(self, votes, activations=None, *, history=False):
+            return uniform_routing(votes)
+
+    layer = CapsuleLayer(4, 2, 3, 2, router=Average()).double()
     u = torch.randn(2, 4, 2, dtype=torch.float64)
     s = torch.einsum("ijdk,bik->bjd", layer.weight, u) / 3
     torch.testing.assert_close(layer(u).poses, squash(s))
-    assert seen == [(2, 4, 3, 2)]
+    assert isinstance(layer.router, torch.nn.Module) and "router" in dict(layer.named_children())
 
 
 # ------------------------------------------------------------------- routers against independent loops
@@ -114,7 +121,7 @@ def test_dynamic_router_with_priors_equals_the_loop_reference():
     (DynamicRouter(3), {}),
     (DynamicRouter(3, detach_votes=True), {"detach_votes": True}),
     (DetachedRouter(3), {"detach_couplings": True}),
-    (make_router("detached", 2), {"detach_couplings": True}),
+    (DetachedRouter(2), {"detach_couplings": True}),
 ])
 def test_router_gradients_equal_the_hand_detached_loop(router, options):
     votes = _random_votes(B=2, I=4, J=3, D=3, seed=5).requires_grad_(True)
@@ -151,12 +158,12 @@ def test_scaled_router_equals_a_loop_with_a_scaled_update(scale):
         assert torch.equal(res.poses, dynamic_routing(votes, 3).poses)
 
 
-def test_vote_free_router_equals_dynamic_routing_on_the_votes():
+def test_the_vote_free_form_equals_dynamic_routing_on_the_votes():
     g = torch.Generator().manual_seed(4)
     u = torch.randn(2, 6, 3, dtype=torch.float64, generator=g, requires_grad=True)
     W = torch.randn(6, 4, 5, 3, dtype=torch.float64, generator=g, requires_grad=True)
     for options in ({}, {"detach_votes": True}, {"detach_couplings": True}):
-        fast = VoteFreeRouter(3, **options)(u, W)
+        fast = DynamicRouter(3, **options).route_weights(u, W)
         slow = DynamicRouter(3, **options)(capsule_votes(u, W))
         torch.testing.assert_close(fast.poses, slow.poses)
         torch.testing.assert_close(fast.couplings, slow.couplings)
@@ -168,51 +175,67 @@ def test_vote_free_router_equals_dynamic_routing_on_the_votes():
 
 # --------------------------------------------------------------------------- the explicit choice
 
-def test_capsule_layer_calls_a_vote_free_router_with_u_and_weight():
-    layer = CapsuleLayer(6, 3, 4, 5, router=VoteFreeRouter(2), init_std=0.3).double()
+def test_a_vote_free_layer_never_forms_the_votes():
+    layer = CapsuleLayer(6, 3, 4, 5, router=DynamicRouter(2), init_std=0.3).double()
 
     def no_votes(u):
-        raise AssertionError("a vote-free router must not see the votes")
+        raise AssertionError("the vote-free form must not form the votes")
 
     layer.votes = no_votes
     u = torch.randn(2, 6, 3, dtype=torch.float64)
     torch.testing.assert_close(layer(u).poses, dynamic_routing(capsule_votes(u, layer.weight), 2).poses)
 
 
-def test_capsnet_config_chooses_the_vote_free_router():
-    model = CapsNet(CapsNetConfig.slim(detach_votes=True))
-    router = model.digits.router
-    assert isinstance(router, VoteFreeRouter) and router.takes_weights
-    assert (router.iterations, router.options["detach_votes"], router.options["detach_couplings"]) == (3, True, False)
-    assert isinstance(CapsNet(CapsNetConfig.slim(routing="uniform")).digits.router, UniformRouter)
+def test_the_vote_free_form_is_the_routers_and_the_layers_choice():
+    u = torch.randn(2, 6, 3, dtype=torch.float64)
+    W = torch.randn(6, 4, 5, 3, dtype=torch.float64)
+    assert DynamicRouter(2, detach_couplings=True).route_weights(u, W) is not None
+    assert ScaledRouter(2, 2.0).route_weights(u, W) is None                   # a scaled update has none
+    assert DynamicRouter(2, pose_bias=torch.zeros(4, 5)).route_weights(u, W) is None
+    assert UniformRouter().route_weights(u, W) is None
+    assert AllToFirst().route_weights(u, W) is None                            # the base class's default
+    calls = []
+    router = DynamicRouter(2)
+    router.route_weights = lambda *a: calls.append(a) or vote_free_routing(*a, 2)
+    CapsuleLayer(6, 3, 4, 5, router=router, vote_free=False).double()(u)       # told not to: the votes
+    assert calls == []
+    CapsuleLayer(6, 3, 4, 5, router=router, votes="normalized").double()(u)    # normalised votes: no fused form
+    assert calls == []
+    CapsuleLayer(6, 3, 4, 5, router=router).double()(u)
+    assert len(calls) == 1
 
 
-def test_vote_free_form_is_declared_by_the_router():
-    assert isinstance(DynamicRouter(2, detach_couplings=True).vote_free_form(), VoteFreeRouter)
-    assert DynamicRouter(2, history=True).vote_free_form() is None
-    assert ScaledRouter(2, 2.0).vote_free_form() is None
-    assert UniformRouter().vote_free_form() is None
-    assert not DynamicRouter.takes_weights and VoteFreeRouter.takes_weights
+def test_capsnet_builds_its_router_from_the_config_spec():
+    model = CapsNet(CapsNetConfig.slim(router=RouterSpec(detach_votes=True)))
+    router = model.router
+    assert isinstance(router, DynamicRouter)
+    assert (router.iterations, router.detach_votes, router.detach_couplings) == (3, True, False)
+    assert isinstance(CapsNet(CapsNetConfig.slim(router=RouterSpec("uniform"))).router, UniformRouter)
+    assert model.config.router == RouterSpec(detach_votes=True)
 
 
-def test_make_router_returns_router_objects():
-    assert isinstance(make_router("dynamic", 2), DynamicRouter)
-    assert isinstance(make_router("uniform"), UniformRouter)
-    assert isinstance(make_router("vote_free", 2), VoteFreeRouter)
-    assert make_router("detached", 2).options == {"detach_couplings": True}
+def test_router_options_are_named():
+    assert DetachedRouter(2).options == {"detach_couplings": True}
+    assert DynamicRouter(2).options == {}
+    assert ScaledRouter(2, 3.0).options == {"agreement_scale": 3.0}
+    assert "iterations=2, detach_couplings=True" in repr(DetachedRouter(2))
 
 
 def test_router_construction_checks():
     with pytest.raises(ValueError, match="iterations"):
         DynamicRouter(0)
-    with pytest.raises(ValueError, match="unknown option"):
+    with pytest.raises(TypeError):
         DynamicRouter(3, detach=True)
-    with pytest.raises(ValueError, match="unknown option"):
-        VoteFreeRouter(3, history=True)
+    with pytest.raises(ValueError, match="detach_votes"):
+        DynamicRouter(3, detach_votes=1)
     with pytest.raises(ValueError, match=r"\(B, I, J, D\)"):
         DynamicRouter(3)(torch.zeros(2, 3, 4))
     with pytest.raises(ValueError, match="agreement_scale"):
-        ScaledRouter(3, float("nan"))(torch.zeros(1, 2, 2, 2))
+        ScaledRouter(3, float("nan"))
+    with pytest.raises(ValueError, match="prior_logits"):
+        DynamicRouter(3, prior_logits=torch.zeros(3))
+    with pytest.raises(ValueError, match="pose_bias"):
+        DynamicRouter(3, pose_bias=torch.zeros(3))
 
 
 # ------------------------------------------------------------------------------------------ grading
@@ -225,7 +248,7 @@ def test_every_router_is_refused_while_a_routing_task_is_graded(task_id):
     votes = _random_votes(B=1, I=3, J=2, D=4)
     u, W = torch.randn(1, 3, 2, dtype=torch.float64), torch.randn(3, 2, 4, 2, dtype=torch.float64)
     calls = [lambda: DynamicRouter(3)(votes), lambda: DetachedRouter(3)(votes), lambda: ScaledRouter(3, 2.0)(votes),
-             lambda: make_router("dynamic")(votes), lambda: VoteFreeRouter(3)(u, W),
+             lambda: DynamicRouter(3).route_weights(u, W),
              lambda: CapsuleLayer(3, 2, 2, 4).double()(u), lambda: CapsuleLayer(3, 2, 2, 4, vote_free=False).double()(u)]
     with refused(TASKS[task_id].refused):
         for call in calls:
@@ -235,10 +258,9 @@ def test_every_router_is_refused_while_a_routing_task_is_graded(task_id):
         assert call().poses.shape == (1, 2, 4)
 
 
-def test_a_router_must_define_its_call():
-    class NoCall(Router):
+def test_a_router_must_define_forward():
+    class NoForward(Router):
         pass
 
-    with pytest.raises(TypeError, match="abstract"):
-        NoCall()
-    assert AllToFirst().vote_free_form() is None          # the base class's default: no vote-free form
+    with pytest.raises(NotImplementedError, match="forward"):
+        NoForward()(torch.zeros(1, 2, 2, 2))

@@ -102,7 +102,7 @@ def test_the_router_trains_its_bias_in_a_capsule_layer():
     torch.manual_seed(0)
     router = SelfAttentionRouter(6, 3)
     layer = CapsuleLayer(6, 8, 3, 4, router=router)
-    assert layer.routed_by() is router
+    assert layer.router is router and router.route_weights(torch.zeros(1, 6, 8), layer.weight) is None
     assert any(p is router.bias for p in layer.parameters())
     u = torch.randn(2, 6, 8)
     routed = layer(u)

@@ -17,11 +17,12 @@ import torch
 
 from capsule_lab import cli
 from capsule_lab.data import DataSourceError, load_fashion_mnist, load_mnist
+from capsule_lab.learned_routing_study import build_model
 from capsule_lab.models import CapsNet, ConvCapsNet, DeepCapsNet, LadderCapsNet
 from capsule_lab.profiles import PROFILES, chapter_settings
 from capsule_lab.router_bench import build_network
-from capsule_lab.routing_study import build_model
-from capsule_lab.smoke import SmokeResult, format_result, smoke, smoke_chapter
+from capsule_lab.routing import RouterSpec
+from capsule_lab.smoke import STUDIES, SmokeResult, format_result, smoke, smoke_chapter
 
 pytestmark = pytest.mark.xdist_group("smoke")
 
@@ -49,7 +50,7 @@ def sabour_parameters(c) -> int:
     digits = grid * grid * c.primary_types * c.classes * c.class_dim * c.primary_dim
     widths = (c.classes * c.class_dim, *c.decoder_hidden, c.image_size ** 2)
     decoder = sum(a * b + b for a, b in zip(widths, widths[1:])) if c.decoder else 0
-    bias = c.classes * c.class_dim if c.pose_bias is not None else 0
+    bias = c.classes * c.class_dim if c.router.pose_bias is not None else 0
     return conv + primary + digits + decoder + bias
 
 
@@ -57,11 +58,12 @@ def expected_networks() -> dict:
     """(chapter, model, dataset) → a factory of the network, written out from the full profile's settings."""
     depth = max(CH04.depths)
     networks = {("02", "CapsNet", "mnist"): lambda: CapsNet(PROFILES["full"].capsnet)}
-    for name, change in (("full", {}), ("detached", {"detach_couplings": True}), ("uniform", {"routing": "uniform"})):
-        networks["03", f"CapsNet {name}", "mnist"] = lambda ch=change: CapsNet(replace(CH03.capsnet, **ch))
-    for routing in ("dynamic", "uniform"):
+    for name, router in (("full", RouterSpec()), ("detached", RouterSpec(detach_couplings=True)),
+                         ("uniform", RouterSpec("uniform"))):
+        networks["03", f"CapsNet {name}", "mnist"] = lambda r=router: CapsNet(replace(CH03.capsnet, router=r))
+    for routing, router in (("dynamic", CH04.config.router), ("uniform", RouterSpec("uniform"))):
         networks["04", f"DeepCapsNet depth {depth} {routing}", "mnist"] = (
-            lambda r=routing: DeepCapsNet(replace(CH04.config, routing_layers=depth, routing=r)))
+            lambda r=router: DeepCapsNet(replace(CH04.config, routing_layers=depth, router=r)))
     assert CH05.single_shot
     for dataset in CH05.datasets:
         for name in ("Q (dense)", "REM (pruned)", "SNIP (single shot)"):
@@ -202,14 +204,10 @@ def test_the_setup_pages_table_is_the_settings_and_the_smoke_runs_networks(resul
         [c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines()
         if re.match(r"\| 0[2-8] \|", line))}
     assert sorted(rows) == ["02", "03", "04", "05", "06", "07", "08"]
-    schedules = {"02": (PROFILES["full"].epochs, PROFILES["full"].batch_size, PROFILES["full"].lr,
-                        PROFILES["full"].lr_decay),
-                 "03": (CH03.epochs, PROFILES["full"].batch_size, CH03.lr, CH03.lr_decay),
-                 "04": (CH04.epochs, CH04.batch_size, CH04.lr, CH04.lr_decay),
-                 "05": (None, CH05.batch_size, CH05.lr, CH05.lr_decay),
-                 "06": (CH06.epochs, CH06.batch_size, CH06.lr, CH06.lr_decay),
-                 "07": (CH07.epochs, CH07.batch_size, CH07.lr, CH07.lr_decay),
-                 "08": (CH08.epochs, CH08.batch_size, CH08.lr, CH08.lr_decay)}
+    schedules = {chapter: study.settings("full").schedule for chapter, study in STUDIES.items()}
+    schedules = {chapter: (None if chapter == "05" else t.epochs, t.batch_size, t.lr, t.lr_decay)
+                 for chapter, t in schedules.items()}
+    assert schedules["02"][:3] == (50, 128, 1e-3) and schedules["03"][:3] == (100, 128, 1e-3)
     for chapter, (epochs, batch, lr, decay) in schedules.items():
         training = rows[chapter][3]
         if epochs is not None:

@@ -110,7 +110,7 @@ def test_kernel_reference_is_eq_15_term_by_term():
 
 
 def test_the_prediction_is_eq_11_by_hand_and_the_packages():
-    from capsule_lab.learned_routing import closed_form_couplings
+    from capsule_lab.routing import closed_form_couplings
 
     value = get_task("07.predict_coupling").reference()
     by_hand = 0.5 * math.e ** 2 / (0.5 * math.e ** 2 + 1)

@@ -65,9 +65,9 @@ def test_summary_reference_is_the_statistics_module():
 
 
 def test_summary_reference_agrees_with_the_shipped_bench():
-    """On the bench's own records (as many as are cached), the reference is summarize's mean and se."""
+    """On the bench's own records (as many as are cached), the reference is summarize_records's mean and se."""
     from capsule_lab.profiles import chapter_settings
-    from capsule_lab.router_bench import SHIPPED_CACHE, record_key, run_router_bench, summarize
+    from capsule_lab.router_bench import SHIPPED_CACHE, record_key, run_router_bench, summarize_records
 
     settings = chapter_settings("08", "quick")
     present = [(n, s) for n in settings.routers for s in settings.seeds
@@ -77,7 +77,7 @@ def test_summary_reference_agrees_with_the_shipped_bench():
     routers = list(dict.fromkeys(n for n, _ in present))
     records = [r for r in run_router_bench(settings, routers=routers, cache=SHIPPED_CACHE, device="cpu",
                                            progress=False) if (r["router"], r["seed"]) in present]
-    table = summarize(records)
+    table = summarize_records(records)
     task = get_task("08.summary")
     for name in routers:
         for measure in ("accuracy", "step_ms", "dyr"):
@@ -114,30 +114,35 @@ def test_the_prediction_band():
     assert not check("08.predict_p_value", lambda: value + 0.0021, verbose=False).passed
 
 
-def _sharp_einsum(votes, iterations=3, temperature=0.1):
+def _sharp_einsum():
     """The sharpened router written apart from the task module: einsum sums and the squash by hand."""
-    from capsule_lab.routing import RoutingResult
+    from capsule_lab.routing import Router, RoutingResult
 
-    b = votes.new_zeros(votes.shape[:3])
-    for t in range(iterations):
-        c = torch.softmax(b / temperature, dim=-1)
-        s = torch.einsum("bij,bijd->bjd", c, votes)
-        n2 = (s ** 2).sum(dim=-1, keepdim=True)
-        v = n2 / (1 + n2) * s / torch.sqrt(n2 + 1e-16)
-        if t < iterations - 1:
-            b = b + torch.einsum("bijd,bjd->bij", votes, v)
-    return RoutingResult(v, c, b)
+    class SharpEinsum(Router):
+        def forward(self, votes, activations=None, *, history=False, iterations=3, temperature=0.1):
+            b = votes.new_zeros(votes.shape[:3])
+            for t in range(iterations):
+                c = torch.softmax(b / temperature, dim=-1)
+                s = torch.einsum("bij,bijd->bjd", c, votes)
+                n2 = (s ** 2).sum(dim=-1, keepdim=True)
+                v = n2 / (1 + n2) * s / torch.sqrt(n2 + 1e-16)
+                if t < iterations - 1:
+                    b = b + torch.einsum("bijd,bjd->bij", votes, v)
+            return RoutingResult(v, v.norm(dim=-1), c, b)
+
+    return SharpEinsum()
 
 
 @functools.lru_cache(maxsize=None)
 def _bench(seed: int) -> dict:
     """The sharpened router on the bench's own data (bench_data: the first 3000 and 500 images), at ``seed``."""
     from capsule_lab.profiles import chapter_settings
-    from capsule_lab.router_bench import RouterSpec, run_router_bench
+    from capsule_lab.router_bench import BenchEntry, run_router_bench
 
-    settings = replace(chapter_settings("08", "quick"), train_size=3000, test_size=500, epochs=1, rem_rounds=0,
+    quick = chapter_settings("08", "quick")
+    settings = replace(quick, train_size=3000, test_size=500, schedule=replace(quick.schedule, epochs=1), rem_rounds=0,
                        seeds=(seed,), timing_repeats=1)
-    (record,) = run_router_bench(settings, routers=["einsum"], custom={"einsum": RouterSpec(lambda s: _sharp_einsum)},
+    (record,) = run_router_bench(settings, routers=["einsum"], custom={"einsum": BenchEntry(lambda s: _sharp_einsum())},
                                  cache=None, memory=False, progress=False)
     return record
 
@@ -224,7 +229,8 @@ def test_the_planted_bug_fails_every_case_group():
 
 
 def test_a_single_seed_returned_as_none_is_not_a_pass():
-    """The exercise asks for nan with one seed; None (summarize's word) is no tensor and earns no point for it."""
+    """The exercise asks for nan with one seed; None (summarize_records's word) is no tensor and earns no point for
+    it."""
     def with_none(records, router, measure):
         mean, se = _mean_se(records, router, measure)
         return mean, (None if math.isnan(se.item()) else se)

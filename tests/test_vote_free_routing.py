@@ -113,11 +113,12 @@ def test_bad_inputs_name_the_expected_shape():
 
 
 def test_capsule_layer_uses_the_vote_free_form_by_default():
-    from capsule_lab.layers import CapsuleLayer, make_router
+    from capsule_lab.layers import CapsuleLayer
+    from capsule_lab.routing import DynamicRouter, UniformRouter
 
     torch.manual_seed(0)
-    fast = CapsuleLayer(6, 3, 4, 5, router=make_router("dynamic", 3, detach_votes=True), init_std=0.3).double()
-    slow = CapsuleLayer(6, 3, 4, 5, router=make_router("dynamic", 3, detach_votes=True), vote_free=False).double()
+    fast = CapsuleLayer(6, 3, 4, 5, router=DynamicRouter(3, detach_votes=True), init_std=0.3).double()
+    slow = CapsuleLayer(6, 3, 4, 5, router=DynamicRouter(3, detach_votes=True), vote_free=False).double()
     slow.load_state_dict(fast.state_dict())
 
     def no_votes(u):
@@ -133,7 +134,7 @@ def test_capsule_layer_uses_the_vote_free_form_by_default():
     for x, y in zip(ga, gb):
         torch.testing.assert_close(x, y)
     # a router that is not plain dynamic routing goes through the votes
-    uniform = CapsuleLayer(6, 3, 4, 5, router=make_router("uniform"))
+    uniform = CapsuleLayer(6, 3, 4, 5, router=UniformRouter())
     uniform.votes = no_votes
     with pytest.raises(AssertionError, match="must not form"):
         uniform(u.float())

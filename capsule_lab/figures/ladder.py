@@ -10,7 +10,7 @@ Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "
 - :func:`activity_profile_figure` — its Figure 4: the mean activity of the most active primary capsules by rank,
   one curve per K, from :func:`capsule_lab.ladder.activity_profile`;
 - :func:`step_time_figure` — its Table 3 as a picture: seconds per training step of L-CapsNets and CapsNets, as
-  :func:`capsule_lab.bench.bench_steps` measures them, beside the paper's numbers (:data:`PAPER_TABLE3`);
+  :func:`capsule_lab.cost.bench_steps` measures them, beside the paper's numbers (:data:`PAPER_TABLE3`);
 - :func:`plot_kept_capsules` — the primary capsules the pruning layer keeps, at the centres of their receptive
   fields on the image;
 - :func:`ladder_explorer_result` / :func:`ladder_explorer_figure` — one image through an L-CapsNet: the kept
@@ -47,7 +47,7 @@ CAPSNET_COLOR = "tab:red"       # and CapsNets
 KEPT_COLOR = "tab:orange"
 
 #: Seconds per training iteration on 100 MNIST samples, as (mean, standard error), from the ladder paper's
-#: Table 3 (the authors' machine); named as :func:`capsule_lab.bench.step_models` names the models.
+#: Table 3 (the authors' machine); named as :func:`capsule_lab.cost.step_models` names the models.
 PAPER_TABLE3 = {"ladder K=50": (0.2034, 0.010), "ladder K=70": (0.2159, 0.008), "ladder K=100": (0.2953, 0.001),
                 "capsnet r=3": (1.732, 0.026), "capsnet r=4": (2.123, 0.041), "capsnet r=5": (2.656, 0.085)}
 
@@ -223,7 +223,7 @@ def plot_step_times(ax, seconds: dict, errors: dict | None = None, unit: str = "
 
 def _check_report(report) -> dict:
     if not isinstance(report, dict) or not isinstance(report.get("models"), dict) or not report["models"]:
-        raise ValueError("report must be the dict capsule_lab.bench.bench_steps returns, with a non-empty "
+        raise ValueError("report must be the dict capsule_lab.cost.bench_steps returns, with a non-empty "
                          "'models': {name: {'median_s', 'stderr_s', ...}}")
     for name, numbers in report["models"].items():
         if not isinstance(numbers, dict) or "median_s" not in numbers:
@@ -249,7 +249,7 @@ def _check_paper(paper) -> tuple[dict, dict]:
 
 def step_time_figure(report: dict, paper: dict | None = None, title: str | None = None) -> Figure:
     """The ladder paper's Table 3 as a picture: the median seconds per training step of every model of
-    ``report`` (:func:`capsule_lab.bench.bench_steps`; error bars: the standard error of the mean over the
+    ``report`` (:func:`capsule_lab.cost.bench_steps`; error bars: the standard error of the mean over the
     repeats), L-CapsNets blue and CapsNets red (:func:`plot_step_times`); the title says the device, threads and
     batch. With ``paper = {name: seconds or (seconds, standard error)}`` (e.g. :data:`PAPER_TABLE3`), a second
     panel shows the paper's numbers — another machine and other sizes, so on an axis of their own. Chapter 06."""

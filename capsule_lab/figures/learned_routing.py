@@ -8,14 +8,14 @@ c_{·j} (a distribution over the inputs i):
     F = Σ_i c_i (−k_i) + λ1 KL(c ‖ uniform) + λ2 KL(c ‖ a),   k_i = k(μ, v_i)
 
 whose minimiser is ``c_i ∝ a_i^{λ2/(λ1+λ2)} exp(k_i/(λ1+λ2))``
-(:func:`capsule_lab.learned_routing.closed_form_couplings`), alternating with the pose ``μ = Σ_i c_i v_i``. λ1 pulls the couplings toward uniform
+(:func:`capsule_lab.routing.closed_form_couplings`), alternating with the pose ``μ = Σ_i c_i v_i``. λ1 pulls the couplings toward uniform
 (a soft, wide cluster), λ2 toward the input activations a_i (votes of silent capsules are ignored whatever
 their agreement), and a small λ1 + λ2 makes the kernel decide (a hard cluster around μ).
 
 - :func:`clustered_votes` — a seeded 2-D toy: the votes of I input capsules for one output capsule, in clusters of
   different sizes and activations, plus outliers;
 - :func:`similarity_clusters` — similarity routing of the toy with a single Gaussian kernel
-  (:func:`capsule_lab.learned_routing.similarity_routing`): the couplings, the pose and its trajectory;
+  (:func:`capsule_lab.routing.similarity_routing`): the couplings, the pose and its trajectory;
 - :func:`plot_similarity_routing` — one panel: the votes sized and coloured by their coupling, ringed by their
   activation, the pose μ and its path;
 - :func:`similarity_grid_figure` — the paper's Figure 2: one panel per (λ1, λ2).
@@ -35,7 +35,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from .._checks import check_nonnegative, check_positive_int, to_numpy
-from ..learned_routing import similarity_routing
+from ..routing import similarity_routing
 from .style import MAX_FIGURE_WIDTH
 
 __all__ = ["DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters",
@@ -141,7 +141,7 @@ def clustered_votes(seed: int = 0, sizes: Sequence[int] = (12, 6, 4),
 def similarity_clusters(votes, activations, lam1: float, lam2: float, length_scale: float = 0.2,
                         iterations: int = 3) -> SimilarityClusters:
     """Similarity routing of the 2-D votes ``(I, 2)`` of one output capsule with input ``activations``
-    ``(I,)``: :func:`capsule_lab.learned_routing.similarity_routing` (couplings normalised over the inputs,
+    ``(I,)``: :func:`capsule_lab.routing.similarity_routing` (couplings normalised over the inputs,
     Σ_i c_i = 1) with one Gaussian kernel ``k(x, y) = exp(−|x − y|² / (2 ℓ²))`` of ``length_scale`` ℓ > 0,
     λ1, λ2 ≥ 0 (λ1 + λ2 > 0) and ``iterations`` T ≥ 1, in float64.
 

@@ -1,7 +1,7 @@
 """Pictures of chapter 08's bench: every router's accuracy against its cost, and one bar chart per measure.
 
-Both read the summary of :func:`capsule_lab.router_bench.summarize` — ``{router: {"seeds": n, measure: (mean, sd,
-se) or None}}`` — so they draw whatever the bench measured, cached or fresh. Error bars are standard errors of the
+Both read the summary of :func:`capsule_lab.router_bench.summarize_records` — ``{router: {"seeds": n, measure:
+(mean, sd, se) or None}}`` — so they draw whatever the bench measured, cached or fresh. Error bars are standard errors of the
 mean over seeds (none with one seed). Chapter 08.
 """
 
@@ -36,7 +36,8 @@ MEASURE_LABELS = {
 
 def _check_summary(summary) -> dict:
     if not isinstance(summary, dict) or not summary or not all(isinstance(v, dict) for v in summary.values()):
-        raise ValueError("summary must be {router: {measure: (mean, sd, se)}}, as router_bench.summarize returns")
+        raise ValueError("summary must be {router: {measure: (mean, sd, se)}}, as "
+                         "router_bench.summarize_records returns")
     return summary
 
 

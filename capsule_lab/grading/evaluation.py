@@ -4,7 +4,7 @@ The grade of a task comes from here, never from what ran in the student's kernel
 
 1. :func:`prepare`: the grader computes every task's inputs and the reference's answers itself, in its
    own process, before any student code runs (and keeps them for the rest of the process);
-2. :func:`evaluate`: it starts :mod:`capsule_lab.grading.child` in a new session with the notebook's code
+2. :func:`score_functions`: it starts :mod:`capsule_lab.grading.child` in a new session with the notebook's code
    cells and each task's *inputs* (never the answers), gives each task ``task_timeout`` seconds and kills
    the child's whole session when one runs over (then starts a new child for the remaining tasks);
 3. the child sends back plain tensors (``torch.save``; read here with ``torch.load(weights_only=True)``
@@ -34,7 +34,7 @@ from .checking import NOT_IMPLEMENTED, Expected, credit, earned_points, expected
 from .processes import kill_session, start_in_new_session
 from .tasks import Task
 
-__all__ = ["STATUSES", "prepare", "evaluate"]
+__all__ = ["STATUSES", "prepare", "score_functions"]
 
 #: Every status a graded task can have; only ``passed`` earns points.
 STATUSES = ("passed", "wrong", "error", "timeout", "not found", "refused")
@@ -125,8 +125,8 @@ def _progress(workdir: Path, prefix: str) -> int | None:
     return int(number) if word == prefix and number.isdigit() else None
 
 
-def evaluate(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task],
-             task_timeout: float = 60.0, env: dict | None = None) -> dict:
+def score_functions(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task],
+                    task_timeout: float = 60.0, env: dict | None = None) -> dict:
     """Score ``tasks`` on the functions the notebook's code cells define (see the module docstring).
 
     ``sources``: the notebook's cells' sources, ``None`` for non-code cells; ``folder``: the notebook's

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .evaluation import prepare
-from .evaluation import evaluate as _evaluate_functions
+from .evaluation import score_functions
 from .kernel import run_notebook
 from .processes import Reaper
 from .tasks import TASKS, tasks_for_chapter
@@ -129,7 +129,7 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     with Reaper() as reaper:
         run = run_notebook(nb, folder, timeout, kernel_name, env)
         reaper.reap()  # nothing the kernel started outlives it
-        scored = _evaluate_functions(chapter, sources, folder, tasks, task_timeout, env)
+        scored = score_functions(chapter, sources, folder, tasks, task_timeout, env)
         reaper.reap()
     grading_error = run["kernel_error"] and f"no kernel could run the notebook: {run['kernel_error']}"
     grading_error = grading_error or scored["grading_error"]

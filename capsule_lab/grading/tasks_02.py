@@ -17,11 +17,13 @@ import torch
 
 from ..capsules import squash
 from ..layers import capsule_votes
-from ..routing import DynamicRouter, VoteFreeRouter, agreement, dynamic_routing, routing_step, vote_free_routing
+from ..routing import (DynamicRouter, agreement, dynamic_compatibility, dynamic_routing, dynamic_routing_generic,
+                       generic_routing, routing_step, vote_free_routing)
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 _ROUTING = (routing_step, agreement, dynamic_routing, vote_free_routing, capsule_votes,
-            DynamicRouter.__call__, VoteFreeRouter.__call__)
+            DynamicRouter.forward, DynamicRouter.route_weights, generic_routing, dynamic_routing_generic,
+            dynamic_compatibility)
 
 
 def _squash(s):

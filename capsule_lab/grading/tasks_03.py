@@ -16,7 +16,8 @@ import torch
 from ..capsules import squash
 from ..gradients import (capsnet_gradient_terms, gradient_terms, polarised_gradient_terms, softmax_jacobian,
                          squash_jacobian, vote_gradient)
-from ..routing import DynamicRouter, VoteFreeRouter, dynamic_routing, routing_step, vote_free_routing
+from ..routing import (DynamicRouter, dynamic_routing, dynamic_routing_generic, generic_routing, routing_step,
+                       vote_free_routing)
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 
@@ -282,7 +283,8 @@ register(
          outputs=("poses",), wrong_answers=_DETACHED_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
          input_names=("votes",), function="routing", kind="bug hunt",
-         answers=(dynamic_routing, vote_free_routing, routing_step, DynamicRouter.__call__, VoteFreeRouter.__call__)),
+         answers=(dynamic_routing, vote_free_routing, routing_step, DynamicRouter.forward, DynamicRouter.route_weights,
+                  generic_routing, dynamic_routing_generic)),
     Task("03.term2_exponent", "Prediction: how term 2 shrinks with the votes", 1, _ref_term2_exponent,
          lambda: [Case("your prediction", (), grad="none")],
          hint="count the powers of σ in each factor of eq. (eq-grad-two-terms) and of ∂B/∂û, for short votes "

@@ -3,7 +3,7 @@
 hand), ``07.similarity_loop`` (a bug hunt in a similarity-routing loop) and ``07.entropy_vs_lambda`` (a
 mini-experiment).
 
-Each task has the course's reference (:mod:`capsule_lab.learned_routing`'s closed form, kernel and similarity
+Each task has the course's reference (:mod:`capsule_lab.routing.similarity`'s closed form, kernel and similarity
 routing), seeded random and edge-case inputs in named case groups, known wrong answers with their hints and a general
 hint pointing to its section of chapter 07. Letters are the chapter's (Faria, "Learning to compute inner consensus"):
 I input capsules with activations a_i, J output capsules, votes v_ij of dimension D, the kernel values
@@ -18,9 +18,8 @@ import math
 
 import torch
 
-from ..learned_routing import (SimilarityRouter, closed_form_couplings, closed_form_logits, gaussian_mixture_kernel,
-                               generic_routing, kernel_matrix, normalize_couplings, similarity_routing,
-                               weighted_mean_pose)
+from ..routing import (SimilarityRouter, closed_form_couplings, closed_form_logits, gaussian_mixture_kernel,
+                       generic_routing, kernel_matrix, normalize_couplings, similarity_routing, weighted_mean_pose)
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
 
 # --- 07.closed_form -------------------------------------------------------------------------------------------
@@ -187,7 +186,7 @@ _PREDICT_WRONG = (
 
 _LOOP_ANSWERS = (similarity_routing, generic_routing, closed_form_logits, closed_form_couplings,
                  gaussian_mixture_kernel, kernel_matrix, weighted_mean_pose, normalize_couplings,
-                 SimilarityRouter.route)
+                 SimilarityRouter.forward)
 
 
 def _ref_similarity_loop(votes, activations, lam1, lam2, length_scales, mixing_logits, iterations=3):
@@ -387,5 +386,5 @@ register(
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
          answers=(similarity_routing, generic_routing, closed_form_logits, closed_form_couplings,
                   gaussian_mixture_kernel, kernel_matrix, weighted_mean_pose, normalize_couplings,
-                  SimilarityRouter.route)),
+                  SimilarityRouter.forward)),
 )

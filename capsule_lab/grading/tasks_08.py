@@ -2,7 +2,7 @@
 standard error, from raw records), ``08.mcnemar`` (a bug hunt in McNemar's exact test), ``08.predict_p_value`` (a
 McNemar p-value by hand) and ``08.new_router`` (a mini-experiment: a router of one's own through the bench).
 
-Each task has the course's reference (:mod:`capsule_lab.router_bench`'s :func:`~capsule_lab.router_bench.summarize`,
+Each task has the course's reference (:mod:`capsule_lab.router_bench`'s :func:`~capsule_lab.router_bench.summarize_records`,
 :func:`~capsule_lab.router_bench.mcnemar_test` and :func:`~capsule_lab.router_bench.run_router_bench`), seeded random
 and edge-case inputs in named case groups, known wrong answers with their hints and a general hint pointing to its
 section of chapter 08. A record is a dict as the bench writes it (``"router"``, ``"seed"`` and one value per
@@ -21,8 +21,8 @@ from torch.utils.data import TensorDataset
 from ..capsules import squash
 from ..data import affine_test_set, load_mnist
 from ..profiles import chapter_settings
-from ..router_bench import RouterSpec, mcnemar_test, run_router_bench, summarize
-from ..routing import RoutingResult, dynamic_routing
+from ..router_bench import BenchEntry, mcnemar_test, run_router_bench, summarize_records
+from ..routing import Router, RoutingResult, dynamic_routing
 from .tasks import Case, Task, WrongAnswer, generator, register
 
 # --- 08.summary -----------------------------------------------------------------------------------------------
@@ -33,7 +33,7 @@ def _scalars(mean, se):
 
 
 def _ref_summary(records, router, measure):
-    mean, _, se = summarize(records, (measure,))[router][measure]
+    mean, _, se = summarize_records(records, (measure,))[router][measure]
     return _scalars(mean, math.nan if se is None else se)
 
 
@@ -261,20 +261,23 @@ def _experiment_data() -> tuple:
 
 
 def _experiment_settings(train_labels, test_labels, seed: int):
-    return replace(chapter_settings("08", "quick"), train_size=len(train_labels), test_size=len(test_labels),
-                   epochs=1, rem_rounds=0, seeds=(seed,), timing_repeats=1)
+    settings = chapter_settings("08", "quick")
+    return replace(settings, train_size=len(train_labels), test_size=len(test_labels),
+                   schedule=replace(settings.schedule, epochs=1), rem_rounds=0, seeds=(seed,), timing_repeats=1)
 
 
-def _sharp_routing(votes):
+class _SharpRouter(Router):
     """Dynamic routing (r = 3) with the couplings softmax(b / T), T = 0.1, as the exercise describes it."""
-    B, I, J, D = votes.shape
-    logits = torch.zeros(B, I, J, dtype=votes.dtype, device=votes.device)
-    for t in range(_EXP_ITERATIONS):
-        couplings = torch.softmax(logits / _EXP_TEMPERATURE, dim=2)
-        poses = squash((couplings[..., None] * votes).sum(dim=1))
-        if t < _EXP_ITERATIONS - 1:
-            logits = logits + (votes * poses[:, None]).sum(dim=-1)
-    return RoutingResult(poses, couplings, logits)
+
+    def forward(self, votes, activations=None, *, history=False):
+        B, I, J, D = votes.shape
+        logits = torch.zeros(B, I, J, dtype=votes.dtype, device=votes.device)
+        for t in range(_EXP_ITERATIONS):
+            couplings = torch.softmax(logits / _EXP_TEMPERATURE, dim=2)
+            poses = squash((couplings[..., None] * votes).sum(dim=1))
+            if t < _EXP_ITERATIONS - 1:
+                logits = logits + (votes * poses[:, None]).sum(dim=-1)
+        return RoutingResult(poses, poses.norm(dim=-1), couplings, logits)
 
 
 def _experiment_record(train_images, train_labels, test_images, test_labels, seed: int) -> dict:
@@ -286,7 +289,7 @@ def _experiment_record(train_images, train_labels, test_images, test_labels, see
         data = (TensorDataset(train_images, train_labels), test,
                 affine_test_set(test, seed=0, strength=settings.affine_strength))
         (record,) = run_router_bench(settings, routers=["sharp"], data=data,
-                                     custom={"sharp": RouterSpec(lambda s: _sharp_routing)}, cache=None,
+                                     custom={"sharp": BenchEntry(lambda s: _SharpRouter())}, cache=None,
                                      memory=False, progress=False)
         _EXP_RECORDS[key] = record
     return _EXP_RECORDS[key]
@@ -328,7 +331,7 @@ register(
               "the sample standard deviation (n − 1) divided by √n — nan when one value is left; both as float64 "
               "scalar tensors (chapter 08, §4 the table).",
          outputs=("mean", "standard error"), wrong_answers=_SUMMARY_WRONG, function="mean_and_stderr",
-         answers=(summarize,)),
+         answers=(summarize_records,)),
     Task("08.mcnemar", "Bug hunt: McNemar's exact test of two routers on the same images", 2, _ref_mcnemar,
          _mcnemar_cases,
          hint="b = images a gets right and b wrong, c = the reverse; only those b + c images are trials: "
@@ -345,10 +348,11 @@ register(
     Task("08.new_router", "Mini-experiment: a router of your own on the bench", 2, _ref_new_router,
          _experiment_cases,
          hint="route with r = 3 iterations of dynamic routing whose couplings are softmax(b / T) over the outputs, "
-              "T = 0.1; plug it in with RouterSpec(lambda settings: your_router), run run_router_bench on the given "
+              "T = 0.1, as a Router (an nn.Module whose forward(votes, activations=None) returns a RoutingResult); "
+              "plug it in with BenchEntry(lambda settings: YourRouter()), run run_router_bench on the given "
               "settings and data with custom={...}, cache=None, memory=False, and return the record's \"accuracy\" "
               "(chapter 08, §1 ten routers, one backbone).",
          outputs=("accuracy",), wrong_answers=_EXPERIMENT_WRONG, function="sharp_router_accuracy",
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
-         answers=(dynamic_routing, _experiment_record, _sharp_routing)),
+         answers=(dynamic_routing, _experiment_record, _SharpRouter.forward)),
 )

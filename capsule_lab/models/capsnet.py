@@ -7,7 +7,10 @@ Taught in chapter 02 (chapter 01 already builds one). One class, two sizes:
     CapsNetConfig.slim()    conv 64 9×9 → 4 types × 8D (144 capsules) → 10 × 16D, r = 3, same decoder
                             (the quick profile: the same code, a CPU-sized network)
 
-The loss is the margin loss plus 0.0005 × the sum of squared reconstruction errors (Sabour, §4.1).
+The config's ``router`` is a :class:`~capsule_lab.routing.RouterSpec` (Sabour's dynamic routing, r = 3, by
+default); the network builds its router from it, or takes a router module instead (``CapsNet(config, router=...)``,
+any :class:`~capsule_lab.routing.Router`), and from then on the built router, ``model.router``, is how the network
+routes. The loss is the margin loss plus 0.0005 × the sum of squared reconstruction errors (Sabour, §4.1).
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_tensor
+from .._checks import check_one_of, check_tensor
 from ..capsules import PrimaryCapsules, margin_loss
-from ..layers import CapsuleLayer, make_router
-from ..routing import VoteFreeRouter
+from ..layers import VOTES, CapsuleLayer
+from ..routing import Router, RouterSpec
+from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
 
 __all__ = ["BackboneConfig", "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
 
@@ -56,18 +60,26 @@ class BackboneConfig:
 
 @dataclass(frozen=True)
 class CapsNetConfig(BackboneConfig):
-    """Sizes of a :class:`CapsNet`. Chapter 02."""
+    """Sizes of a :class:`CapsNet`, and the routing it asks for. Chapter 02.
+
+    ``router``: the :class:`~capsule_lab.routing.RouterSpec` of the class layer's router (REM's MNIST model asks for
+    ``RouterSpec(pose_bias=0.1)``, chapter 05); None in the config of a network that was given a router module.
+    ``votes``: ``"plain"`` (Sabour's W u) or ``"normalized"`` (Faria's eq. 1, chapter 07).
+    """
 
     classes: int = 10
     class_dim: int = 16
-    routing: str = "dynamic"
-    iterations: int = 3
-    detach_votes: bool = False
-    detach_couplings: bool = False
+    router: RouterSpec | None = RouterSpec()
+    votes: str = "plain"
     decoder: bool = True
     decoder_hidden: tuple = (512, 1024)
     init_std: float = 0.05
-    pose_bias: float | None = None      # REM's MNIST model adds a learned bias (0.1) to s_j before the squash
+
+    def __post_init__(self):
+        check_one_of(self.votes, VOTES, "votes")
+        if self.router is not None and not isinstance(self.router, RouterSpec):
+            raise ValueError(f"router must be a capsule_lab.routing.RouterSpec or None, "
+                             f"got {type(self.router).__name__}")
 
     @classmethod
     def sabour(cls, **changes) -> "CapsNetConfig":
@@ -97,6 +109,11 @@ class CapsNetOutput(NamedTuple):
     primary: torch.Tensor
     reconstruction: Optional[torch.Tensor]
 
+    @property
+    def scores(self) -> torch.Tensor:
+        """The class scores ``(B, J)``: the class capsules' lengths."""
+        return self.lengths
+
 
 class Decoder(nn.Module):
     """Reconstruct the image from the class capsules, all masked to zero but one (Sabour, Fig. 2).
@@ -122,36 +139,53 @@ class Decoder(nn.Module):
         return self.net((poses * mask).flatten(1)).view(-1, *self.shape)
 
 
-class CapsNet(nn.Module):
+class CapsNet(CapsuleNetwork):
     """Sabour et al.'s CapsNet, at full size (``CapsNetConfig.sabour()``) or slim (``CapsNetConfig.slim()``).
 
-    ``forward(x, targets=None)`` → :class:`CapsNetOutput`. The decoder reconstructs from the target
-    class when ``targets`` is given (training) and from the longest capsule otherwise.
+    ``CapsNet(config, router=None)``: the class layer's router is built from ``config.router``, or is ``router``
+    (any :class:`~capsule_lab.routing.Router`; the network's ``config`` then says ``router=None``). ``model.router``
+    is the router it routes with. ``forward(x, targets=None)`` → :class:`CapsNetOutput`. The decoder
+    reconstructs from the target class when ``targets`` is given (training) and from the longest capsule otherwise.
 
     Chapter 02.
     """
 
-    def __init__(self, config: CapsNetConfig | None = None, router=None):
+    def __init__(self, config: CapsNetConfig | None = None, router: Router | None = None):
         super().__init__()
-        self.config = c = config or CapsNetConfig.sabour()
+        c = config or CapsNetConfig.sabour()
+        if not isinstance(c, CapsNetConfig):
+            raise ValueError(f"config must be a CapsNetConfig, got {type(c).__name__}")
         if c.primary_grid < 1:
             raise ValueError(f"image_size {c.image_size} is too small for the conv and primary kernels")
+        if router is None and c.router is None:
+            raise ValueError("config.router is None (a network that was given a router module): pass router=")
+        self.config = c if router is None else replace(c, router=None)
         self.conv = nn.Conv2d(c.in_channels, c.conv_channels, c.conv_kernel)
         self.primary = PrimaryCapsules(c.conv_channels, c.primary_types, c.primary_dim,
                                        c.primary_kernel, c.primary_stride)
-        if router is None:  # the config chooses: dynamic routing runs vote-free, from (u, W)
-            if c.routing == "dynamic" and c.pose_bias is None:
-                router = VoteFreeRouter(c.iterations, detach_votes=c.detach_votes,
-                                        detach_couplings=c.detach_couplings)
-            elif c.routing == "dynamic":                    # a pose bias needs the routing on the votes
-                router = make_router("dynamic", c.iterations, detach_votes=c.detach_votes,
-                                     detach_couplings=c.detach_couplings)
-            else:
-                router = make_router(c.routing, c.iterations)
+        if router is None:
+            router = c.router.build(c.primary_caps, c.classes, c.class_dim)
         self.digits = CapsuleLayer(c.primary_caps, c.primary_dim, c.classes, c.class_dim,
-                                   router=router, init_std=c.init_std, pose_bias=c.pose_bias)
+                                   router=router, init_std=c.init_std, votes=c.votes)
         self.decoder = (Decoder(c.classes, c.class_dim, c.decoder_hidden, c.image_size, c.in_channels)
                         if c.decoder else None)
+
+    @property
+    def router(self) -> Router:
+        """The class layer's router, how this network routes."""
+        return self.digits.router
+
+    def routers(self) -> tuple:
+        """The class layer's router, the network's only one."""
+        return (self.router,)
+
+    def loss(self, out: "CapsNetOutput", images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """:func:`capsnet_loss`: the margin loss plus the reconstruction error, if there is a decoder."""
+        return capsnet_loss(out, images, targets)
+
+    def parse_trees(self, out: "CapsNetOutput") -> ParseTrees:
+        """The class layer's couplings read as parse trees (:func:`~capsule_lab.models.network.routed_parse_trees`)."""
+        return routed_parse_trees(out.couplings, self.router.normalize_over)
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> CapsNetOutput:
         c = self.config

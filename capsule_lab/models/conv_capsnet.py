@@ -35,7 +35,7 @@ a matrix product (not a 16×16 map of the flattened pose):
 
 so ``‖v_ij‖_F ≤ ‖P_i‖_F``. Every output position is then routed on its own by the layer's router:
 
-    router.route(votes (B·H'·W', I, J, 16), activations (B·H'·W', I)) → poses (…, J, 16), activations (…, J)
+    router(votes (B·H'·W', I, J, 16), activations (B·H'·W', I)) → poses (…, J, 16), activations (…, J)
 
 and the J routed capsules of each position form the layer's output grid ``(B, H', W', J, 16)``. The patches
 are gathered with ``Tensor.unfold`` (no loop over positions); ``tests/test_conv_capsnet.py`` checks a layer
@@ -44,29 +44,28 @@ against a loop over positions that indexes each receptive field and routes it al
 **The class capsule layer** (:class:`ClassCapsuleLayer`, "flatten, O=classes"): every capsule of the last
 grid (H·W·D of them) is an input with its **own** W_ij ``(I, classes, 4, 4)``, not shared over positions
 (this is what makes the paper's parameter count come out), routed to the classes. The class capsules'
-activations are the scores: :class:`ConvCapsNetOutput` names them ``lengths`` so that
-:func:`~capsule_lab.models.capsnet_loss` (the margin loss; no decoder here, ``reconstruction`` is None)
-trains the network unchanged.
+activations are the scores (:class:`ConvCapsNetOutput`'s ``activations``, also ``scores``), and the loss
+(:meth:`ConvCapsNet.loss`) is the margin loss on them; there is no decoder.
 
-**Routers** (:func:`paper_routers`). Each of the three routing layers holds its own router object, anything
-with ``route(votes, activations)`` → :class:`~capsule_lab.learned_routing.GenericRoutingResult`:
-:class:`~capsule_lab.learned_routing.GenericDynamicRouter` (the default),
-:class:`~capsule_lab.learned_routing.SimilarityRouter` (Q = 4, 4, 10 kernels,
-:data:`~capsule_lab.learned_routing.KERNELS`; λ1, λ2 and θ per capsule type in the convolutional layers) or :class:`~capsule_lab.learned_routing.ConnectionistRouter`
-(Table 2's sizes, :data:`~capsule_lab.learned_routing.TABLE2`). "Three iterations" is read in each
-procedure's own terms: Sabour's r = 3 for dynamic routing (3 poses, 2 logit updates) and Algorithm 1's
-T = 3 for the learned routers (3 compatibility updates, 4 poses), as in chapter 07's experiment.
+**Routers** (:func:`paper_routers`). Each of the three routing layers holds its own
+:class:`~capsule_lab.routing.Router` — any of the course's — built from the config's
+:class:`~capsule_lab.routing.RouterSpec` (Sabour's dynamic routing by default) or given as modules: with the
+paper's sizes per layer for its two learned routers, :class:`~capsule_lab.routing.SimilarityRouter` (Q = 4, 4, 10
+kernels, :data:`~capsule_lab.routing.similarity.KERNELS`; λ1, λ2 and θ per capsule type in the convolutional layers) and
+:class:`~capsule_lab.routing.ConnectionistRouter` (Table 2's sizes, :data:`~capsule_lab.routing.connectionist.TABLE2`). "Three
+iterations" is read in each procedure's own terms: Sabour's r = 3 for dynamic routing (3 poses, 2 logit updates)
+and Algorithm 1's T = 3 for the learned routers (3 compatibility updates, 4 poses), as in chapter 07's experiment.
 
 **Where the paper is silent, this module chooses:**
 
 - *The pose a layer passes on* is the router's μ_j itself and its activation the router's a_j: matrix capsules
-  carry the two separately (no rescaling of the pose by the activation, unlike
-  :func:`~capsule_lab.learned_routing.route_capsules`). With dynamic routing a_j = ``|μ_j|`` and the input
-  activations are ignored: the primary activations' 1×1 convolution then gets no gradient.
+  carry the two separately (no rescaling of the pose by the activation, unlike the vector capsules of
+  :class:`~capsule_lab.layers.CapsuleLayer`). With dynamic routing a_j = ``‖μ_j‖`` and the input activations are
+  ignored: the primary activations' 1×1 convolution then gets no gradient.
 - *Primary poses* are the 1×1 convolution's outputs as they are (no squash): after the BatchNorm they have a
   moderate scale, and every later pose is a weighted mean (or a squashed sum) of normalised votes.
 - *W's initialisation*: normal with standard deviation ``init_std`` (0.05, as
-  :class:`~capsule_lab.learned_routing.LearnedRoutingLayer`); its scale does not change the normalised votes.
+  :class:`~capsule_lab.layers.CapsuleLayer`); its scale does not change the normalised votes.
 
 Shapes (B batch, H × W a grid, T input types, J output types or classes, I inputs of one routing):
     images           (B, in_channels, image_size, image_size)
@@ -83,20 +82,22 @@ from typing import NamedTuple, Optional, Sequence
 import torch
 from torch import nn
 
-from .._checks import check_nonnegative, check_positive_int, check_tensor, shape_error
-from ..learned_routing import KERNELS, TABLE2, ConnectionistRouter, GenericDynamicRouter, SimilarityRouter
+from .._checks import check_nonnegative, check_one_of, check_positive_int, check_tensor, shape_error
+from ..layers import check_router
+from ..capsules import margin_loss
+from ..routing import (KERNELS, ROUTER_KINDS, TABLE2, ConnectionistRouter, Router, RouterSpec, RoutingResult,
+                       SimilarityRouter)
+from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
 
-__all__ = ["POSE_SIZE", "POSE_DIM", "ROUTER_KINDS", "ROUTING_LAYERS", "ConvCapsNetConfig", "ConvCapsNetOutput",
+__all__ = ["POSE_SIZE", "POSE_DIM", "ROUTING_LAYERS", "ConvCapsNetConfig", "ConvCapsNetOutput",
            "CapsuleGrid", "matrix_votes", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet", "paper_routers"]
 
 #: Every pose is a 4×4 matrix; this is its side.
 POSE_SIZE = 4
 #: A pose has 4·4 = 16 entries, the ``pose_dim`` a router of this network must route.
 POSE_DIM = POSE_SIZE * POSE_SIZE
-#: The router kinds :func:`paper_routers` builds.
-ROUTER_KINDS = ("dynamic", "similarity", "connectionist")
-#: The three routing layers, in order, by the names of :data:`~capsule_lab.learned_routing.KERNELS` and
-#: :data:`~capsule_lab.learned_routing.TABLE2`.
+#: The three routing layers, in order, by the names of :data:`~capsule_lab.routing.similarity.KERNELS` and
+#: :data:`~capsule_lab.routing.connectionist.TABLE2`.
 ROUTING_LAYERS = ("conv_caps_1", "conv_caps_2", "class_caps")
 
 _VOTE_EPS = 1e-6
@@ -115,7 +116,9 @@ class ConvCapsNetConfig:
 
     ``conv_channels`` is Table 1's A, ``primary_types`` B, ``caps1_types`` C, ``caps2_types`` D; the kernels
     and strides are the table's (5/2, then 1×1 primary capsules, 3/2, 3/1). ``init_std``: the normal
-    initialisation of the transformation matrices W.
+    initialisation of the transformation matrices W. ``router``: the :class:`~capsule_lab.routing.RouterSpec` the
+    three routing layers build their routers from (:func:`paper_routers`); None in the config of a network that was
+    given router modules.
     """
 
     image_size: int = 28
@@ -132,11 +135,15 @@ class ConvCapsNetConfig:
     caps2_kernel: int = 3
     caps2_stride: int = 1
     init_std: float = 0.05
+    router: RouterSpec | None = RouterSpec()
 
     def __post_init__(self):
         for f in fields(self):
-            if f.name not in ("classes", "init_std"):
+            if f.name not in ("classes", "init_std", "router"):
                 check_positive_int(getattr(self, f.name), f.name)
+        if self.router is not None and not isinstance(self.router, RouterSpec):
+            raise ValueError(f"router must be a capsule_lab.routing.RouterSpec or None, "
+                             f"got {type(self.router).__name__}")
         check_positive_int(self.classes, "classes", minimum=2)
         check_nonnegative(self.init_std, "init_std")
         size = self.image_size
@@ -219,11 +226,10 @@ class CapsuleGrid(NamedTuple):
     couplings: torch.Tensor
 
 
-def _check_router(router, name: str, outputs: int):
-    """``router`` if it has a callable ``route``, routes 16-D poses if it declares a ``pose_dim``, and has one
-    parameter set per output if it declares ``channels``."""
-    if not callable(getattr(router, "route", None)):
-        raise ValueError(f"{name} must have a method route(votes, activations), got {router!r}")
+def _check_router(router, name: str, outputs: int) -> Router:
+    """``router`` if it is a :class:`~capsule_lab.routing.Router` that routes 16-D poses (if it declares a
+    ``pose_dim``) and has one parameter set per output (if it declares ``channels``)."""
+    check_router(router, name)
     pose_dim = getattr(router, "pose_dim", POSE_DIM)
     if pose_dim != POSE_DIM:
         raise ValueError(f"{name}'s pose_dim must be {POSE_DIM} (4×4 pose matrices), got {pose_dim!r}")
@@ -234,10 +240,10 @@ def _check_router(router, name: str, outputs: int):
     return router
 
 
-def _route(router, votes: torch.Tensor, activations: torch.Tensor):
-    """Call ``router.route`` on votes ``(N, I, J, 16)`` and check the shapes of what comes back."""
+def _route(router: Router, votes: torch.Tensor, activations: torch.Tensor) -> RoutingResult:
+    """``router(votes, activations)`` on votes ``(N, I, J, 16)``, the shapes of what comes back checked."""
     N, I, J, D = votes.shape
-    routed = router.route(votes, activations)
+    routed = router(votes, activations)
     for value, name, shape in ((routed.poses, "poses", (N, J, D)), (routed.activations, "activations", (N, J)),
                                (routed.couplings, "couplings", (N, I, J))):
         if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
@@ -252,7 +258,7 @@ class ConvCapsuleLayer(nn.Module):
     ``forward(poses, activations)``: poses ``(B, H, W, T, 16)``, activations ``(B, H, W, T)`` →
     :class:`CapsuleGrid` with poses ``(B, H', W', J, 16)``, H' = ⌊(H − K) / S⌋ + 1 (no padding). The weight
     ``(K, K, T, J, 4, 4)`` is shared over positions; input i of a position is (ky, kx, t), row by row.
-    ``router``: anything with ``route(votes, activations)`` (its ``pose_dim``, if any, must be 16).
+    ``router``: any :class:`~capsule_lab.routing.Router` (its ``pose_dim``, if any, must be 16).
     """
 
     def __init__(self, in_types: int, out_types: int, kernel: int, stride: int, router, init_std: float = 0.05):
@@ -347,43 +353,52 @@ class ClassCapsuleLayer(nn.Module):
 class ConvCapsNetOutput(NamedTuple):
     """What a :class:`ConvCapsNet` returns. Chapter 07.
 
-    lengths ``(B, classes)``: the class capsules' activations, the scores (named as
-    :class:`~capsule_lab.models.CapsNetOutput`'s so that :func:`~capsule_lab.models.capsnet_loss` works).
+    activations ``(B, classes)``: the class capsules' activations, the scores (also ``scores``).
     poses ``(B, classes, 16)``: the class capsules' poses. couplings ``(B, I, classes)``: the class layer's.
     primary ``(B, I0, 16)``: the primary poses, capsule (y, x, type) row by row; primary_activations
-    ``(B, I0)``. reconstruction: None (no decoder). layer_couplings: the couplings of conv capsule layer 1
-    ``(B, H1, W1, I1, C)``, conv capsule layer 2 ``(B, H2, W2, I2, D)`` and the class layer ``(B, I, classes)``.
-    layer_activations: conv capsule layer 1's ``(B, H1, W1, C)`` and layer 2's ``(B, H2, W2, D)``.
+    ``(B, I0)``. layer_couplings: the couplings of conv capsule layer 1 ``(B, H1, W1, I1, C)``, conv capsule
+    layer 2 ``(B, H2, W2, I2, D)`` and the class layer ``(B, I, classes)``. layer_activations: conv capsule layer
+    1's ``(B, H1, W1, C)`` and layer 2's ``(B, H2, W2, D)``.
     """
 
-    lengths: torch.Tensor
+    activations: torch.Tensor
     poses: torch.Tensor
     couplings: torch.Tensor
     primary: torch.Tensor
-    reconstruction: Optional[torch.Tensor]
     primary_activations: torch.Tensor
     layer_couplings: tuple
     layer_activations: tuple
 
+    @property
+    def scores(self) -> torch.Tensor:
+        """The class scores ``(B, classes)``: the class capsules' activations."""
+        return self.activations
 
-class ConvCapsNet(nn.Module):
+
+class ConvCapsNet(CapsuleNetwork):
     """Faria's convolutional capsule network (Table 1) with a router per routing layer. Chapter 07.
 
     ``ConvCapsNet(config, routers)``: ``config`` a :class:`ConvCapsNetConfig` (default ``paper()``);
-    ``routers`` three router objects for conv capsule layer 1, conv capsule layer 2 and the class layer, each
-    with ``route(votes, activations)`` (and ``pose_dim`` 16 if it declares one), e.g.
-    ``paper_routers("similarity", config=config)``; None: three :class:`~capsule_lab.learned_routing.GenericDynamicRouter`.
-    ``forward(images)`` → :class:`ConvCapsNetOutput`. :meth:`router_parameters` and :meth:`parameter_counts`
-    separate the routers' parameters from the rest (the paper counts the network without them).
+    ``routers`` three :class:`~capsule_lab.routing.Router` modules for conv capsule layer 1, conv capsule layer 2
+    and the class layer (``pose_dim`` 16 if one declares it), e.g. ``paper_routers("similarity", config=config)``;
+    None: :func:`paper_routers` of the config's router spec (the network's ``config`` says ``router=None`` when
+    routers were given).
+    ``forward(images)`` → :class:`ConvCapsNetOutput`.
+    :meth:`~capsule_lab.models.network.CapsuleNetwork.routing_parameters` and :meth:`parameter_counts`
+    separate the routers' parameters from the rest (the paper counts the network without them); :meth:`loss` is the
+    margin loss on the class activations.
     """
 
     def __init__(self, config: Optional[ConvCapsNetConfig] = None, routers: Optional[Sequence] = None):
         super().__init__()
-        self.config = c = config if config is not None else ConvCapsNetConfig.paper()
+        c = config if config is not None else ConvCapsNetConfig.paper()
         if not isinstance(c, ConvCapsNetConfig):
             raise ValueError(f"config must be a ConvCapsNetConfig, got {type(c).__name__}")
+        if routers is None and c.router is None:
+            raise ValueError("config.router is None (a network that was given router modules): pass routers=")
+        self.config = c if routers is None else replace(c, router=None)
         if routers is None:
-            routers = [GenericDynamicRouter() for _ in ROUTING_LAYERS]
+            routers = paper_routers(c.router, config=c)
         elif isinstance(routers, (str, bytes)) or not hasattr(routers, "__iter__"):
             raise ValueError(f"routers must be a sequence of 3 routers (conv capsules 1, conv capsules 2, class "
                              f"capsules), got {type(routers).__name__}")
@@ -404,20 +419,17 @@ class ConvCapsNet(nn.Module):
         self.caps2 = ConvCapsuleLayer(C, D, c.caps2_kernel, c.caps2_stride, routers[1], c.init_std)
         self.class_caps = ClassCapsuleLayer(c.class_inputs, c.classes, routers[2], c.init_std)
 
-    @property
     def routers(self) -> tuple:
         """The three routers (conv capsule layer 1, conv capsule layer 2, class capsules)."""
         return self.caps1.router, self.caps2.router, self.class_caps.router
 
-    def router_parameters(self) -> list:
-        """The routers' parameters, each once (a router object shared by several layers counts once)."""
-        seen, out = set(), []
-        for router in self.routers:
-            for p in (router.parameters() if isinstance(router, nn.Module) else ()):
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    out.append(p)
-        return out
+    def loss(self, out: ConvCapsNetOutput, images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The margin loss on the class capsules' activations (no decoder)."""
+        return margin_loss(out.activations.float(), targets)
+
+    def parse_trees(self, out: ConvCapsNetOutput) -> ParseTrees:
+        """The class layer's couplings read as parse trees."""
+        return routed_parse_trees(out.couplings, self.class_caps.router.normalize_over)
 
     def parameter_counts(self) -> dict:
         """Numbers of parameters: ``{"backbone": everything but the routers, "routers": the routers'}``.
@@ -425,9 +437,10 @@ class ConvCapsNet(nn.Module):
         ``ConvCapsNet(ConvCapsNetConfig.paper(32, 1, 5)).parameter_counts()["backbone"]`` is 86,408, the
         paper's "86K parameters, excluding the ones pertaining to the different routing procedures".
         """
-        routers = {id(p) for p in self.router_parameters()}
-        backbone = sum(p.numel() for p in self.parameters() if id(p) not in routers)
-        return {"backbone": backbone, "routers": sum(p.numel() for p in self.router_parameters())}
+        routing = self.routing_parameters()
+        ids = {id(p) for p in routing}
+        backbone = sum(p.numel() for p in self.parameters() if id(p) not in ids)
+        return {"backbone": backbone, "routers": sum(p.numel() for p in routing)}
 
     def forward(self, images: torch.Tensor, targets: Optional[torch.Tensor] = None) -> ConvCapsNetOutput:
         """Images → :class:`ConvCapsNetOutput`. ``targets`` is accepted and unused (no decoder), so that
@@ -446,39 +459,46 @@ class ConvCapsNet(nn.Module):
         # flatten: every capsule of layer 2, (y, x, type) row by row, is one input of the class layer
         classes = self.class_caps(caps2.poses.reshape(B, -1, POSE_DIM), caps2.activations.reshape(B, -1))
         return ConvCapsNetOutput(classes.activations, classes.poses, classes.couplings,
-                                 poses.reshape(B, -1, POSE_DIM), None, activations.reshape(B, -1),
+                                 poses.reshape(B, -1, POSE_DIM), activations.reshape(B, -1),
                                  (caps1.couplings, caps2.couplings, classes.couplings),
                                  (caps1.activations, caps2.activations))
 
 
-def paper_routers(kind: str, iterations: int = 3, config: Optional[ConvCapsNetConfig] = None) -> tuple:
-    """The three routers of the paper's experiments (§5), for conv capsules 1, conv capsules 2 and the class layer
-    of a network with ``config`` (None: ``ConvCapsNetConfig.paper()``).
+def paper_routers(kind, iterations: int = 3, config: Optional[ConvCapsNetConfig] = None) -> tuple:
+    """The three routers for conv capsules 1, conv capsules 2 and the class layer of a network with ``config`` (None:
+    ``ConvCapsNetConfig.paper()``). ``kind``: a kind of :data:`~capsule_lab.routing.spec.ROUTER_KINDS` with
+    ``iterations`` (r for dynamic routing, T for the learned routers), or a :class:`~capsule_lab.routing.RouterSpec`
+    (its own iterations and options then).
 
-    - ``"dynamic"``: three :class:`~capsule_lab.learned_routing.GenericDynamicRouter` (no parameters);
-      ``iterations`` is Sabour's r (r poses, r − 1 logit updates).
-    - ``"similarity"``: :class:`~capsule_lab.learned_routing.SimilarityRouter` with Q = 4, 4, 10 Gaussian
-      kernels (:data:`~capsule_lab.learned_routing.KERNELS`); ``iterations`` is Algorithm 1's T. In the two
-      convolutional layers λ1, λ2 and θ are "distinct for each channel" (§4.1): ``channels`` = C and D, the
-      layers' capsule types; the class layer, not convolutional, has one λ1, λ2 and θ.
-    - ``"connectionist"``: :class:`~capsule_lab.learned_routing.ConnectionistRouter` with Table 2's sizes
-      (:data:`~capsule_lab.learned_routing.TABLE2`: f_c hidden (), (32, 32), (64, 64); f_a hidden (),
-      (64, 64), (124, 124); LSTM 16) on 16-D poses; ``iterations`` is T.
+    The paper's two learned routers (§5) have its sizes per layer:
 
-    The paper runs "every routing procedure for three iterations": the default 3 is read in each procedure's
-    own terms (r = 3 for dynamic routing, T = 3 for the learned routers). Chapter 07.
+    - ``"similarity"``: :class:`~capsule_lab.routing.SimilarityRouter` with Q = 4, 4, 10 Gaussian kernels
+      (:data:`~capsule_lab.routing.similarity.KERNELS`); in the two convolutional layers λ1, λ2 and θ are "distinct for each
+      channel" (§4.1): ``channels`` = C and D, the layers' capsule types; the class layer, not convolutional, has one
+      λ1, λ2 and θ.
+    - ``"connectionist"``: :class:`~capsule_lab.routing.ConnectionistRouter` with Table 2's sizes
+      (:data:`~capsule_lab.routing.connectionist.TABLE2`: f_c hidden (), (32, 32), (64, 64); f_a hidden (), (64, 64), (124, 124);
+      LSTM 16) on 16-D poses.
+
+    Every other kind is built by :meth:`~capsule_lab.routing.RouterSpec.build` for each layer's inputs (K·K·T for a
+    convolutional layer, the flattened grid for the class layer), outputs and 16-D poses: ``"dynamic"`` is
+    Sabour's routing (no parameters; r poses, r − 1 logit updates). The paper runs "every routing procedure for
+    three iterations": the default 3 is read in each procedure's own terms (r = 3 for dynamic routing, T = 3 for
+    the learned routers). Chapter 07.
     """
-    if kind not in ROUTER_KINDS:
-        raise ValueError(f"kind must be one of 'dynamic', 'similarity', 'connectionist', got {kind!r}")
+    spec = kind if isinstance(kind, RouterSpec) else RouterSpec(check_one_of(kind, ROUTER_KINDS, "kind"), iterations)
     config = config if config is not None else ConvCapsNetConfig.paper()
     if not isinstance(config, ConvCapsNetConfig):
         raise ValueError(f"config must be a ConvCapsNetConfig, got {type(config).__name__}")
-    if kind == "dynamic":
-        return tuple(GenericDynamicRouter(iterations) for _ in ROUTING_LAYERS)
-    if kind == "similarity":
+    if spec.kind == "similarity":
         channels = (config.caps1_types, config.caps2_types, None)
-        return tuple(SimilarityRouter(kernels=KERNELS[layer], iterations=iterations, channels=c)
+        return tuple(SimilarityRouter(kernels=KERNELS[layer], iterations=spec.iterations, channels=c)
                      for layer, c in zip(ROUTING_LAYERS, channels))
-    return tuple(ConnectionistRouter(POSE_DIM, hidden=TABLE2[layer][2], compatibility_hidden=TABLE2[layer][0],
-                                     activation_hidden=TABLE2[layer][1], iterations=iterations)
-                 for layer in ROUTING_LAYERS)
+    if spec.kind == "connectionist":
+        return tuple(ConnectionistRouter(POSE_DIM, hidden=TABLE2[layer][2], compatibility_hidden=TABLE2[layer][0],
+                                         activation_hidden=TABLE2[layer][1], iterations=spec.iterations)
+                     for layer in ROUTING_LAYERS)
+    inputs = (config.caps1_kernel ** 2 * config.primary_types, config.caps2_kernel ** 2 * config.caps1_types,
+              config.class_inputs)
+    outputs = (config.caps1_types, config.caps2_types, config.classes)
+    return tuple(spec.build(i, j, POSE_DIM) for i, j in zip(inputs, outputs))

@@ -6,11 +6,14 @@ feature vectors, squashed into the primary capsules U¹; then L routing layers, 
     û_{(i,j,:)} = W_(j,i) u_(i,:)               votes                          (their eq. 2)
     u_(j,:)     = g(Σ_i c_(i,j) û_(i,j,:))      g = squash_exp                 (their eq. 1)
 
-with couplings c from routing-by-agreement started at learned routing priors b (their Algorithm 1),
-or uniform (c = 1/J). ``squash="sabour"`` swaps g for Sabour's squash (length ≈ ‖s‖² near 0, slope 0 at the
-origin) everywhere, and ``prior_std`` draws the priors b from N(0, prior_std²) instead of zeros: chapter 04's
-search for the conditions under which capsules die (``scripts/dead_capsule_search.py``) varies both. With L = 4 this is the network of their Tables 1 and 2: capsule layers 1-4 of
-16 capsules (layer 1 = the primary capsules) and the 10 class capsules as layer 5, all of dimension 8.
+with couplings c from routing-by-agreement started at learned routing priors b (their Algorithm 1: the
+config's router, ``RouterSpec("dynamic", learned_priors=True)``), or any other router (uniform, c = 1/J, is
+chapter 04's baseline). Every routing layer is a :class:`~capsule_lab.layers.CapsuleLayer` whose router holds its
+priors. ``squash="sabour"`` swaps g for Sabour's squash (length ≈ ‖s‖² near 0, slope 0 at the origin) everywhere,
+and the router spec's ``prior_std`` draws the priors b from N(0, prior_std²) instead of zeros: chapter 04's search
+for the conditions under which capsules die (``scripts/dead_capsule_search.py``) varies both. With L = 4 this is
+the network of their Tables 1 and 2: capsule layers 1-4 of 16 capsules (layer 1 = the primary capsules) and the 10
+class capsules as layer 5, all of dimension 8.
 
 The decoder is chapter 02's :class:`~capsule_lab.models.capsnet.Decoder`.
 """
@@ -23,13 +26,14 @@ from typing import NamedTuple, Optional
 import torch
 from torch import nn
 
-from .._checks import check_nonnegative, check_positive_int, check_tensor
+from .._checks import check_nonnegative, check_one_of, check_positive_int, check_tensor
 from ..capsules import squash, squash_exp
-from ..layers import CapsuleLayer
-from ..routing import DynamicRouter, UniformRouter
-from .capsnet import Decoder
+from ..layers import VOTES, CapsuleLayer, check_router
+from ..routing import RouterSpec
+from .capsnet import Decoder, capsnet_loss
+from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
 
-__all__ = ["SQUASHES", "DeepCapsNetConfig", "DeepCapsNetOutput", "RoutingLayer", "DeepCapsNet"]
+__all__ = ["SQUASHES", "DeepCapsNetConfig", "DeepCapsNetOutput", "DeepCapsNet"]
 
 #: The squash g of a :class:`DeepCapsNet` by name: ``"exp"`` = :func:`~capsule_lab.capsules.squash_exp`
 #: (Mitterreiter et al.'s eq. 1, slope 1 at the origin), ``"sabour"`` = :func:`~capsule_lab.capsules.squash`
@@ -48,10 +52,12 @@ class DeepCapsNetConfig:
 
     ``routing_layers`` = L counts routing steps, as in Mitterreiter et al.'s "four routing layers": the
     network has L + 1 capsule layers (primary capsules, L − 1 hidden layers of ``capsules`` capsules, the
-    ``classes`` class capsules). ``routing`` is ``"dynamic"`` (RBA with learned priors b) or ``"uniform"``.
-    ``squash`` names the squash g of every capsule layer (:data:`SQUASHES`: ``"exp"``, the paper's, or
-    ``"sabour"``); ``prior_std`` is the standard deviation of the learned priors b at initialisation (0: zeros,
-    the default). ``init_std`` is the standard deviation of W at initialisation.
+    ``classes`` class capsules). ``router`` is the :class:`~capsule_lab.routing.RouterSpec` every routing layer
+    builds its router from (None in the config of a network that was given router modules): RBA with learned
+    priors b by default (``prior_std``: their spread at initialisation,
+    0: zeros), ``RouterSpec("uniform")`` for chapter 04's baseline. ``squash`` names the squash g of every capsule
+    layer (:data:`SQUASHES`: ``"exp"``, the paper's, or ``"sabour"``), the routers' included. ``votes``: the
+    layers' votes (``"plain"`` or ``"normalized"``). ``init_std`` is the standard deviation of W at initialisation.
     """
 
     image_size: int = 28
@@ -61,25 +67,21 @@ class DeepCapsNetConfig:
     capsule_dim: int = 8                # d^l for every capsule layer, the class layer included
     classes: int = 10
     routing_layers: int = 4
-    routing: str = "dynamic"
-    iterations: int = 3
-    learned_priors: bool = True
+    router: RouterSpec | None = RouterSpec("dynamic", iterations=3, learned_priors=True)
+    votes: str = "plain"
     init_std: float = 1.0               # W ~ N(0, 1): chapter 04 explains the choice
     decoder: bool = False
     decoder_hidden: tuple = (512, 1024)
     squash: str = "exp"                 # "exp" (squash_exp, the paper's) or "sabour" (squash)
-    prior_std: float = 0.0              # learned priors b ~ N(0, prior_std²) at initialisation; 0: zeros
 
     def __post_init__(self):
-        if self.routing not in {"dynamic", "uniform"}:
-            raise ValueError(f"routing must be 'dynamic' or 'uniform', got {self.routing!r}")
+        if self.router is not None and not isinstance(self.router, RouterSpec):
+            raise ValueError(f"router must be a capsule_lab.routing.RouterSpec or None, "
+                             f"got {type(self.router).__name__}")
+        check_one_of(self.votes, VOTES, "votes")
         check_positive_int(self.routing_layers, "routing_layers")
         _check_squash(self.squash)
         check_nonnegative(self.init_std, "init_std")
-        check_nonnegative(self.prior_std, "prior_std")
-        if self.prior_std > 0 and not (self.routing == "dynamic" and self.learned_priors):
-            raise ValueError(f"prior_std must be 0 without learned priors (routing='dynamic', learned_priors=True), "
-                             f"got {self.prior_std!r}")
         if self.capsules < 1 or self.capsule_dim < 1 or self.classes < 2 or not self.conv_channels:
             raise ValueError("capsules, capsule_dim >= 1, classes >= 2 and at least one conv layer are required")
 
@@ -113,73 +115,37 @@ class DeepCapsNetOutput(NamedTuple):
     couplings: tuple
     reconstruction: Optional[torch.Tensor]
 
-
-class RoutingLayer(nn.Module):
-    """One fully-connected routing layer of a :class:`DeepCapsNet`: ``(B, I, d_in)`` → RoutingResult ``(B, J, d)``.
-
-    A :class:`~capsule_lab.layers.CapsuleLayer` (weight ``W`` of shape ``(I, J, d, d_in)``) whose router is
-    RBA with ``iterations`` iterations started at the learned priors ``prior`` ``(I, J)`` (zeros at
-    initialisation, or N(0, prior_std²); Mitterreiter et al., Algorithm 1), or uniform routing; the squash is
-    ``squash_exp`` (``squash="exp"``) or Sabour's ``squash`` (``squash="sabour"``). ``router``, if given,
-    replaces the router that ``routing`` names (no priors then), e.g. a learned router of chapter 07.
-
-    Chapter 04.
-    """
-
-    def __init__(self, in_caps: int, in_dim: int, out_caps: int, out_dim: int, routing: str = "dynamic",
-                 iterations: int = 3, learned_priors: bool = True, init_std: float = 1.0,
-                 squash: str = "exp", prior_std: float = 0.0, router=None):
-        super().__init__()
-        _check_squash(squash)
-        check_nonnegative(prior_std, "prior_std")
-        self.routing = routing
-        g = SQUASHES[squash]
-        if router is not None:
-            self.prior = None
-        elif routing == "dynamic":
-            self.prior = nn.Parameter(torch.zeros(in_caps, out_caps)) if learned_priors else None
-            if self.prior is not None and prior_std > 0:
-                with torch.no_grad():                     # drawn only when asked: prior_std = 0 draws nothing
-                    self.prior.normal_(0.0, prior_std)
-            options = {"activation": g}
-            if self.prior is not None:
-                options["prior_logits"] = self.prior      # the same Parameter object: learned through the router
-            router = DynamicRouter(iterations, **options)
-        elif routing == "uniform":
-            self.prior = None
-            router = UniformRouter(activation=g)
-        else:
-            raise ValueError(f"routing must be 'dynamic' or 'uniform', got {routing!r}")
-        # 16 × 16 capsules of dimension 8 are small: the readable routing on materialised votes is faster here.
-        self.capsules = CapsuleLayer(in_caps, in_dim, out_caps, out_dim, router=router, init_std=init_std,
-                                     vote_free=False)
-
     @property
-    def weight(self) -> torch.Tensor:
-        return self.capsules.weight
-
-    def forward(self, u: torch.Tensor):
-        return self.capsules(u)
+    def scores(self) -> torch.Tensor:
+        """The class scores ``(B, classes)``: the class capsules' lengths."""
+        return self.lengths
 
 
-class DeepCapsNet(nn.Module):
+class DeepCapsNet(CapsuleNetwork):
     """A deep fully-connected CapsNet (Mitterreiter et al., 2023): backbone → primary capsules → L routing layers.
 
     The primary capsules are the backbone's ``capsules × capsule_dim`` features, squashed with the config's
-    squash (``squash_exp`` by default);
-    every routing layer is a :class:`RoutingLayer`. ``forward(x, targets=None)`` → :class:`DeepCapsNetOutput`
-    with every capsule layer and every coupling tensor, for the diagnostics of
-    :mod:`capsule_lab.diagnostics`; ``.lengths`` makes it work with :func:`capsule_lab.training.fit`.
-    ``routers``, if given, routes the L layers instead of ``config.routing``: a sequence of L routers, or a
-    function of the layer index l = 0 … L − 1 that returns one (e.g. ``lambda l: SimilarityRouter()``, a
-    learned router of chapter 07).
+    squash (``squash_exp`` by default); every routing layer is a :class:`~capsule_lab.layers.CapsuleLayer`
+    (``layers[l]``, weight ``(I, J, d, d)``, its router ``layers[l].router``; the votes are formed from the
+    materialised W u: 16 × 16 capsules of dimension 8 are small, and the readable routing is faster here).
+    ``forward(x, targets=None)`` → :class:`DeepCapsNetOutput` with every capsule layer and every coupling tensor,
+    for the diagnostics of :mod:`capsule_lab.diagnostics`; ``.lengths`` makes it work with
+    :func:`capsule_lab.training.fit`. ``routers``, if given, routes the L layers instead of ``config.router`` (the
+    network's ``config`` then says ``router=None``): a sequence of L :class:`~capsule_lab.routing.Router` modules, or
+    a function of the layer index l = 0 … L − 1 that returns one (e.g. ``lambda l: SimilarityRouter()``, a learned
+    router of chapter 07).
 
     Chapter 04.
     """
 
     def __init__(self, config: DeepCapsNetConfig | None = None, routers=None):
         super().__init__()
-        self.config = c = config or DeepCapsNetConfig.paper()
+        c = config or DeepCapsNetConfig.paper()
+        if not isinstance(c, DeepCapsNetConfig):
+            raise ValueError(f"config must be a DeepCapsNetConfig, got {type(c).__name__}")
+        if routers is None and c.router is None:
+            raise ValueError("config.router is None (a network that was given router modules): pass routers=")
+        self.config = c if routers is None else replace(c, router=None)
         convs, channels, size = [], c.in_channels, c.image_size
         for out in c.conv_channels:
             convs += [nn.Conv2d(channels, out, 5, stride=2), nn.ReLU(inplace=True)]
@@ -196,13 +162,30 @@ class DeepCapsNet(nn.Module):
             if len(routers) != c.routing_layers:
                 raise ValueError(f"routers must be {c.routing_layers} routers (one per routing layer) or a function "
                                  f"of the layer index, got {len(routers)}")
-        self.layers = nn.ModuleList(
-            RoutingLayer(n_in, c.capsule_dim, n_out, c.capsule_dim, c.routing, c.iterations,
-                         c.learned_priors, c.init_std, c.squash, c.prior_std,
-                         router=None if routers is None else routers[l])
-            for l, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])))
+            for l, router in enumerate(routers):
+                check_router(router, f"routers[{l}]")
+        layers = []
+        for l, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):    # each layer's router, then its W
+            router = (c.router.build(n_in, n_out, c.capsule_dim, activation=SQUASHES[c.squash]) if routers is None
+                      else routers[l])
+            layers.append(CapsuleLayer(n_in, c.capsule_dim, n_out, c.capsule_dim, router=router,
+                                       init_std=c.init_std, votes=c.votes, vote_free=False))
+        self.layers = nn.ModuleList(layers)
         self.decoder = (Decoder(c.classes, c.capsule_dim, c.decoder_hidden, c.image_size, c.in_channels)
                         if c.decoder else None)
+
+    def routers(self) -> tuple:
+        """The L routing layers' routers, primary capsules first."""
+        return tuple(layer.router for layer in self.layers)
+
+    def loss(self, out: "DeepCapsNetOutput", images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The margin loss on the class capsules' lengths, plus the reconstruction error if there is a decoder
+        (:func:`~capsule_lab.models.capsnet_loss`)."""
+        return capsnet_loss(out, images, targets)
+
+    def parse_trees(self, out: "DeepCapsNetOutput") -> ParseTrees:
+        """The last routing layer's couplings (to the class capsules) read as parse trees."""
+        return routed_parse_trees(out.couplings[-1], self.layers[-1].router.normalize_over)
 
     def primary(self, x: torch.Tensor) -> torch.Tensor:
         """The primary capsules U¹ ``(B, capsules, capsule_dim)``: the backbone's features, squashed."""

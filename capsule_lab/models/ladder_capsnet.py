@@ -32,6 +32,7 @@ from .._checks import check_nonnegative, check_positive_int, check_tensor
 from ..capsules import PrimaryCapsules
 from ..ladder import EPSILON, GAMMA, LadderLayer, PruningLayer, capsule_activity, ladder_loss
 from .capsnet import BackboneConfig
+from .network import CapsuleNetwork, ParseTrees
 
 __all__ = ["LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss"]
 
@@ -123,17 +124,23 @@ class LadderCapsNetOutput(NamedTuple):
 
     @property
     def lengths(self) -> torch.Tensor:
-        """The class activities d_j (= ‖v_j‖), under the name :func:`capsule_lab.training.fit` reads."""
+        """The class capsules' lengths ‖v_j‖, which are their activities d_j."""
+        return self.activities
+
+    @property
+    def scores(self) -> torch.Tensor:
+        """The class scores ``(B, J)``: the class activities d_j."""
         return self.activities
 
 
-class LadderCapsNet(nn.Module):
+class LadderCapsNet(CapsuleNetwork):
     """Jeong et al.'s L-CapsNet: conv → primary capsules → :class:`~capsule_lab.ladder.PruningLayer` →
     :class:`~capsule_lab.ladder.LadderLayer` → class activities.
 
     ``forward(x, targets=None)`` → :class:`LadderCapsNetOutput` (``targets`` is accepted so that
-    :func:`capsule_lab.training.fit` can call it; the ladder has no decoder and does not use it). Train it
-    with ``fit(..., loss_fn=ladder_capsnet_loss)``.
+    :func:`capsule_lab.training.fit` can call it; the ladder has no decoder and does not use it). Its loss
+    (:meth:`loss`, what ``fit`` trains it with) is :func:`ladder_capsnet_loss`. It does not route: what it has in
+    place of routing, its routing parameters, are the pruning and ladder layers; its parse tree is its code vector.
 
     Chapter 06.
     """
@@ -147,6 +154,20 @@ class LadderCapsNet(nn.Module):
         self.pruning = PruningLayer(c.k)
         self.ladder = LadderLayer(c.primary_caps, c.k, c.primary_dim, c.classes, c.class_dim, c.widths,
                                   c.contribution_widths, c.gamma)
+
+    def loss(self, out: LadderCapsNetOutput, images: torch.Tensor | None, targets: torch.Tensor) -> torch.Tensor:
+        """:func:`ladder_capsnet_loss`: margin(d) + ε ‖c − A‖²."""
+        return ladder_capsnet_loss(out, images, targets)
+
+    def routing_parameters(self) -> list:
+        """The parameters of what the ladder has in place of routing: every layer after the primary capsules."""
+        return [*self.pruning.parameters(), *self.ladder.parameters()]
+
+    def parse_trees(self, out: LadderCapsNetOutput) -> ParseTrees:
+        """The ladder's parse tree is its code vector, which primary capsules it kept: ``(B, n, J)`` (the same for
+        every class), at 2 levels."""
+        code = out.code.detach().float()
+        return ParseTrees(code[:, :, None].expand(-1, -1, out.activities.shape[1]), 2, "none")
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> LadderCapsNetOutput:
         c = self.config

@@ -1,12 +1,13 @@
-"""The routing procedure: how lower capsules send their votes to higher capsules, written once.
+"""Sabour's routing procedure, written once as the readable loop chapter 02 teaches.
 
 Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``); the gradients through it in chapter 03.
 
 Shapes (the course's conventions):
-    votes     û_{j|i}   (B, I, J, D)   batch, input capsules, output capsules, output dimension
-    logits    b_ij      (B, I, J)
-    couplings c_ij      (B, I, J)      for dynamic routing Σ_j c_ij = 1 (softmax over the *outputs*)
-    poses     v_j       (B, J, D)
+    votes       û_{j|i}   (B, I, J, D)   batch, input capsules, output capsules, output dimension
+    logits      b_ij      (B, I, J)
+    couplings   c_ij      (B, I, J)      for dynamic routing Σ_j c_ij = 1 (softmax over the *outputs*)
+    poses       v_j       (B, J, D)
+    activations ‖v_j‖     (B, J)
 
 Dynamic routing (Sabour et al., 2017, Algorithm 1), for r iterations:
 
@@ -20,91 +21,24 @@ algorithm is written. The two common shortcuts are explicit keywords: ``detach_v
 constants in all but the last iteration, as many implementations do) and ``detach_couplings`` (the
 couplings are constants in the backward pass, chapter 03's "detached" network). The routing
 explorer's variant (chapter 02) scales the logit update, ``b_ij ← b_ij + scale · ⟨û_{j|i}, v_j⟩``
-(``agreement_scale``). Every router in :mod:`capsule_lab.routing.routers` runs this one procedure.
+(``agreement_scale``). The routers of :mod:`capsule_lab.routing.routers` run this loop; it is also one
+instance of the general procedure, Faria's Algorithm 1 (:func:`capsule_lab.routing.dynamic_routing_generic`),
+and the tests hold the two equal.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 import torch
 
-from .._checks import check_positive_int, check_tensor, shape_error
+from .._checks import check_tensor
 from ..capsules import squash
+from .router import RoutingResult, check_iterations, check_logits, check_votes
 
-__all__ = [
-    "RoutingResult",
-    "Router",
-    "check_votes",
-    "check_iterations",
-    "check_logits",
-    "agreement",
-    "softmax_backward",
-    "routing_step",
-    "dynamic_routing",
-    "uniform_routing",
-]
-
-
-class RoutingResult(NamedTuple):
-    """What a router returns.
-
-    poses: ``(B, J, D)`` output capsules v_j.
-    couplings: ``(B, I, J)`` the coupling coefficients that produced ``poses``.
-    logits: ``(B, I, J)`` the logits b_ij whose softmax over j gives ``couplings``.
-    history: one :class:`RoutingResult` per iteration (empty unless asked for with ``history=True``).
-    """
-
-    poses: torch.Tensor
-    couplings: torch.Tensor
-    logits: torch.Tensor
-    history: tuple = ()
-
-
-class Router(ABC):
-    """A router: an object called as ``router(votes) → RoutingResult``, votes ``(B, I, J, D)``.
-
-    What it needs (iterations, options) it takes at construction. A router that computes its result from
-    the input capsules and the layer's weights instead of the votes says so in its class with
-    ``takes_weights = True`` and is called as ``router(u, weight)`` (see
-    :class:`~capsule_lab.routing.vote_free.VoteFreeRouter`). A router with an equivalent vote-free form
-    returns it from :meth:`vote_free_form` (``None``: it has none).
-
-    Chapter 02.
-    """
-
-    #: called as ``router(u, weight)`` rather than ``router(votes)``
-    takes_weights = False
-
-    @abstractmethod
-    def __call__(self, votes: torch.Tensor) -> RoutingResult:
-        """Route ``votes`` ``(B, I, J, D)``; every concrete router defines this."""
-
-    def vote_free_form(self):
-        """An equivalent router called with ``(u, weight)``, or ``None`` when there is none."""
-        return None
-
-
-def check_votes(votes) -> None:
-    """Raise ``ValueError`` unless ``votes`` is a floating tensor of shape ``(B, I, J, D)``."""
-    check_tensor(votes, "votes", "(B, I, J, D)", ndim=4, nonempty=True, floating=True)
-
-
-def check_iterations(iterations) -> None:
-    """Raise ``ValueError`` unless ``iterations`` is an integer ≥ 1 (not a bool). Chapter 02."""
-    check_positive_int(iterations, "iterations")
-
-
-def check_logits(logits: torch.Tensor, B: int, I: int, J: int, like: torch.Tensor, name: str) -> torch.Tensor:
-    """Logits of shape (B, I, J) or (I, J), in ``like``'s dtype, expanded to (B, I, J); else ``ValueError``.
-
-    Chapter 02.
-    """
-    if not isinstance(logits, torch.Tensor) or tuple(logits.shape) not in {(B, I, J), (I, J)}:
-        raise shape_error(name, f"(B, I, J) = ({B}, {I}, {J}) or (I, J)", logits)
-    return logits.to(like.dtype).expand(B, I, J)
+__all__ = ["agreement", "softmax_backward", "routing_step", "dynamic_routing", "uniform_routing"]
 
 
 def agreement(votes: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
@@ -127,10 +61,10 @@ def routing_step(
 ) -> RoutingResult:
     """One iteration of dynamic routing, without the logit update: c = softmax_j(b), s = Σ_i c û, v = squash(s).
 
-    Returns a :class:`RoutingResult` whose ``logits`` are the ones given (expanded to ``(B, I, J)``). The
-    next iteration's logits are ``logits + agreement(votes, result.poses)``. ``detach_couplings``: the
-    weighted sum uses ``c.detach()`` (the returned couplings are not detached). logits ``(B, I, J)`` or
-    ``(I, J)``.
+    Returns a :class:`~capsule_lab.routing.RoutingResult` (activations ‖v_j‖) whose ``logits`` are the ones given
+    (expanded to ``(B, I, J)``). The next iteration's logits are ``logits + agreement(votes, result.poses)``.
+    ``detach_couplings``: the weighted sum uses ``c.detach()`` (the returned couplings are not detached). logits
+    ``(B, I, J)`` or ``(I, J)``.
 
     Chapter 02 (routing iteration by iteration).
     """
@@ -139,7 +73,7 @@ def routing_step(
     couplings = torch.softmax(logits, dim=2)
     c = couplings.detach() if detach_couplings else couplings
     poses = activation(torch.einsum("bij,bijd->bjd", c, votes))
-    return RoutingResult(poses, couplings, logits)
+    return RoutingResult(poses, poses.norm(dim=-1), couplings, logits)
 
 
 def dynamic_routing(
@@ -171,7 +105,8 @@ def dynamic_routing(
             larger: couplings polarise faster; 0: they stay at the softmax of the prior; the routing explorer).
 
     Returns:
-        :class:`RoutingResult` with the final poses, the couplings that produced them and their logits.
+        :class:`~capsule_lab.routing.RoutingResult` with the final poses, their lengths as activations, the
+        couplings that produced them and their logits.
 
     Chapter 02.
     """
@@ -213,7 +148,7 @@ def uniform_routing(
     logits = votes.new_zeros(B, I, J)
     couplings = votes.new_full((B, I, J), 1.0 / J)
     poses = activation(votes.sum(dim=1) / J)
-    return RoutingResult(poses, couplings, logits)
+    return RoutingResult(poses, poses.norm(dim=-1), couplings, logits)
 
 
 def softmax_backward(c: torch.Tensor, grad_c: torch.Tensor, dim: int = 0) -> torch.Tensor:

@@ -1,65 +1,142 @@
-"""Routers: objects with one call signature, ``router(votes) → RoutingResult``, chosen explicitly.
+"""Sabour's routers: dynamic routing and its variants as :class:`~capsule_lab.routing.Router` modules.
 
-Taught in chapter 02. A router takes what it needs (iterations, options) at construction and is then
-called on votes ``(B, I, J, D)``; every dynamic router runs the one procedure,
-:func:`~capsule_lab.routing.procedure.dynamic_routing`, with its options:
+Taught in chapter 02. Each is an ``nn.Module`` called as ``router(votes, activations=None) → RoutingResult``
+(the input activations are ignored: in Sabour's routing a vote's length plays their part); what it needs
+(iterations, options) it takes at construction, and every dynamic router runs the one loop,
+:func:`~capsule_lab.routing.dynamic_routing`, with its options:
 
-- :class:`DynamicRouter` — Sabour et al.'s Algorithm 1 (options: ``prior_logits``, ``detach_votes``,
-  ``detach_couplings``, ``activation``, ``history``, ``agreement_scale``);
+- :class:`DynamicRouter` — Sabour et al.'s Algorithm 1, with explicit options: ``prior_logits`` (fixed, or an
+  ``nn.Parameter``: Mitterreiter et al.'s learned priors, chapter 04), ``detach_votes``, ``detach_couplings``,
+  ``activation`` (the squash), ``agreement_scale`` and ``pose_bias`` (REM's learned bias b_j added to every
+  weighted sum before the squash, chapter 05);
 - :class:`DetachedRouter` — the same with the couplings constant in the backward pass (chapter 03);
 - :class:`ScaledRouter` — the logit update scaled, ``b ← b + scale · ⟨û, v⟩`` (the routing explorer);
-- :class:`UniformRouter` — no routing, c_ij = 1/J (chapters 03 and 04's baseline);
-- :class:`~capsule_lab.routing.vote_free.VoteFreeRouter` — dynamic routing from ``(u, weight)``.
+- :class:`UniformRouter` — no routing, c_ij = 1/J (chapters 03 and 04's baseline).
+
+A fully-connected layer can run dynamic routing without forming the votes
+(:func:`~capsule_lab.routing.vote_free_routing`, chapter 02's "Routing without votes"):
+:meth:`DynamicRouter.route_weights` gives that form where its options allow it, and :class:`~capsule_lab.layers.CapsuleLayer` uses it when told to.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Callable, Optional
 
 import torch
+from torch import nn
 
+from .._checks import check_tensor
 from ..capsules import squash
-from .procedure import RoutingResult, Router, check_iterations, dynamic_routing, uniform_routing
-from .vote_free import VoteFreeRouter
+from .procedure import dynamic_routing, uniform_routing
+from .router import Router, RoutingResult, check_iterations
+from .vote_free import vote_free_routing
 
-__all__ = ["Router", "DynamicRouter", "DetachedRouter", "ScaledRouter", "UniformRouter", "VoteFreeRouter"]
+__all__ = ["DynamicRouter", "DetachedRouter", "ScaledRouter", "UniformRouter"]
+
+
+def _check_activation(activation) -> Callable:
+    if not callable(activation):
+        raise ValueError(f"activation must be a function of s (B, J, D), got {activation!r}")
+    return activation
+
+
+def _pose_bias(pose_bias) -> Optional[nn.Parameter]:
+    """REM's learned bias b_j ``(J, D)`` as a parameter (its initial value given as a tensor), or None."""
+    if pose_bias is None:
+        return None
+    check_tensor(pose_bias, "pose_bias", "(J, D)", ndim=2, nonempty=True, floating=True)
+    return pose_bias if isinstance(pose_bias, nn.Parameter) else nn.Parameter(pose_bias.detach().clone())
+
+
+def _biased(activation: Callable, bias: Optional[torch.Tensor]) -> Callable:
+    """``activation`` applied to ``s + b`` (REM's pose bias), made at call time so a copied router uses its own b."""
+    return activation if bias is None else (lambda s: activation(s + bias))
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", repr(fn))
 
 
 class DynamicRouter(Router):
-    """Dynamic routing with ``iterations`` iterations and ``options``: ``router(votes) → RoutingResult``.
+    """Dynamic routing (Sabour et al., Algorithm 1) with ``iterations`` iterations and explicit options.
 
-    ``options`` are the keywords of :func:`~capsule_lab.routing.procedure.dynamic_routing`
-    (``prior_logits``, ``detach_votes``, ``detach_couplings``, ``activation``, ``history``,
-    ``agreement_scale``); an unknown one raises ``ValueError``. Its vote-free form
-    (:meth:`vote_free_form`) is the :class:`VoteFreeRouter` with the same options, when they allow one.
+    Args:
+        iterations: r ≥ 1 (Sabour: 3).
+        prior_logits: the initial logits b, ``(I, J)`` or ``(B, I, J)``: a tensor (fixed, a buffer) or an
+            ``nn.Parameter`` (learned with the network: Mitterreiter et al.'s routing priors, chapter 04); None: 0.
+        detach_votes, detach_couplings, activation, agreement_scale: as in
+            :func:`~capsule_lab.routing.dynamic_routing`.
+        pose_bias: the initial value ``(J, D)`` of a learned bias b_j added to every weighted sum before the squash,
+            ``v_j = squash(Σ_i c_ij û_{j|i} + b_j)``, in every iteration — the REM paper's MNIST model (chapter 05).
+
+    ``router(votes, activations=None, *, history=False)`` → :class:`~capsule_lab.routing.RoutingResult`, the
+    activations ‖v_j‖; the input activations are ignored. :meth:`route_weights` is the vote-free form.
 
     Chapter 02.
     """
 
-    OPTIONS = ("prior_logits", "detach_votes", "detach_couplings", "activation", "history", "agreement_scale")
-
-    def __init__(self, iterations: int = 3, **options):
+    def __init__(self, iterations: int = 3, *, prior_logits: Optional[torch.Tensor] = None,
+                 detach_votes: bool = False, detach_couplings: bool = False,
+                 activation: Callable[[torch.Tensor], torch.Tensor] = squash, agreement_scale: float = 1.0,
+                 pose_bias: Optional[torch.Tensor] = None):
+        super().__init__()
         check_iterations(iterations)
-        unknown = sorted(set(options) - set(self.OPTIONS))
-        if unknown:
-            raise ValueError(f"unknown option(s) {unknown} for {type(self).__name__}: "
-                             f"expected some of {list(self.OPTIONS)}")
-        self.iterations = iterations
-        self.options = dict(options)
+        if (isinstance(agreement_scale, bool) or not isinstance(agreement_scale, (int, float))
+                or not math.isfinite(agreement_scale)):
+            raise ValueError(f"agreement_scale must be a finite number, got {agreement_scale!r}")
+        for value, name in ((detach_votes, "detach_votes"), (detach_couplings, "detach_couplings")):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}")
+        self.iterations, self.agreement_scale = iterations, agreement_scale
+        self.detach_votes, self.detach_couplings = detach_votes, detach_couplings
+        self.activation = _check_activation(activation)
+        if prior_logits is not None:
+            check_tensor(prior_logits, "prior_logits", "(I, J) or (B, I, J)", floating=True)
+            if prior_logits.dim() not in (2, 3):
+                raise ValueError(f"prior_logits must have shape (I, J) or (B, I, J), got {tuple(prior_logits.shape)}")
+        if isinstance(prior_logits, nn.Parameter):
+            self.prior_logits = prior_logits
+        else:
+            self.register_buffer("prior_logits", prior_logits)
+        self.pose_bias = _pose_bias(pose_bias)
 
-    def __call__(self, votes: torch.Tensor) -> RoutingResult:
-        return dynamic_routing(votes, self.iterations, **self.options)
+    @property
+    def options(self) -> dict:
+        """The options that differ from Algorithm 1's defaults, by name (``prior_logits`` and ``pose_bias`` by
+        their presence)."""
+        out = {}
+        for name, default in (("detach_votes", False), ("detach_couplings", False), ("activation", squash),
+                              ("agreement_scale", 1.0)):
+            if getattr(self, name) != default:
+                out[name] = getattr(self, name)
+        for name in ("prior_logits", "pose_bias"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
 
-    def vote_free_form(self):
-        """The :class:`VoteFreeRouter` with the same result, or ``None`` with ``history`` or a scaled update."""
-        if self.options.get("history") or self.options.get("agreement_scale", 1) != 1:
+    def forward(self, votes: torch.Tensor, activations: Optional[torch.Tensor] = None, *,
+                history: bool = False) -> RoutingResult:
+        return dynamic_routing(votes, self.iterations, self.prior_logits, detach_votes=self.detach_votes,
+                               detach_couplings=self.detach_couplings,
+                               activation=_biased(self.activation, self.pose_bias), history=history,
+                               agreement_scale=self.agreement_scale)
+
+    def route_weights(self, u: torch.Tensor, weight: torch.Tensor) -> Optional[RoutingResult]:
+        """:func:`~capsule_lab.routing.vote_free_routing` with this router's options (the same result as routing
+        the votes ``W_ij u_i``, without forming them), or None with a scaled update or a pose bias (whose gradient
+        the vote-free backward does not compute)."""
+        if self.agreement_scale != 1 or self.pose_bias is not None:
             return None
-        options = {k: v for k, v in self.options.items() if k in VoteFreeRouter.OPTIONS}
-        return VoteFreeRouter(self.iterations, **options)
+        return vote_free_routing(u, weight, self.iterations, self.prior_logits, detach_votes=self.detach_votes,
+                                 detach_couplings=self.detach_couplings, activation=self.activation)
 
-    def __repr__(self) -> str:
-        opts = "".join(f", {k}={v!r}" for k, v in self.options.items() if k != "prior_logits")
-        return f"{type(self).__name__}({self.iterations}{opts})"
+    def extra_repr(self) -> str:
+        options = "".join(f", {k}={_name(v) if k == 'activation' else v!r}" for k, v in self.options.items()
+                          if k not in ("prior_logits", "pose_bias"))
+        shapes = "".join(f", {k}={tuple(v.shape)}" for k, v in (("prior_logits", self.prior_logits),
+                                                                  ("pose_bias", self.pose_bias)) if v is not None)
+        return f"iterations={self.iterations}{options}{shapes}"
 
 
 class DetachedRouter(DynamicRouter):
@@ -86,18 +163,24 @@ class ScaledRouter(DynamicRouter):
 
 
 class UniformRouter(Router):
-    """No routing: ``router(votes)`` is :func:`~capsule_lab.routing.procedure.uniform_routing` (c_ij = 1/J).
+    """No routing: ``router(votes)`` is :func:`~capsule_lab.routing.uniform_routing` (c_ij = 1/J), the squash
+    ``activation``, optionally applied to ``s_j + b_j`` with a learned ``pose_bias`` ``(J, D)`` (as
+    :class:`DynamicRouter`'s).
 
     Chapter 02 (the baseline of chapters 03 and 04).
     """
 
-    def __init__(self, activation: Callable[[torch.Tensor], torch.Tensor] = squash):
-        if not callable(activation):
-            raise ValueError(f"activation must be a function of s (B, J, D), got {activation!r}")
-        self.activation = activation
+    def __init__(self, activation: Callable[[torch.Tensor], torch.Tensor] = squash,
+                 pose_bias: Optional[torch.Tensor] = None):
+        super().__init__()
+        self.activation = _check_activation(activation)
+        self.pose_bias = _pose_bias(pose_bias)
 
-    def __call__(self, votes: torch.Tensor) -> RoutingResult:
-        return uniform_routing(votes, self.activation)
+    def forward(self, votes: torch.Tensor, activations: Optional[torch.Tensor] = None, *,
+                history: bool = False) -> RoutingResult:
+        result = uniform_routing(votes, _biased(self.activation, self.pose_bias))
+        return result._replace(history=(result,)) if history else result
 
-    def __repr__(self) -> str:
-        return "UniformRouter()" if self.activation is squash else f"UniformRouter(activation={self.activation!r})"
+    def extra_repr(self) -> str:
+        out = "" if self.activation is squash else f"activation={_name(self.activation)}"
+        return out + ("" if self.pose_bias is None else f"{', ' if out else ''}pose_bias={tuple(self.pose_bias.shape)}")

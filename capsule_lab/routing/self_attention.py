@@ -25,7 +25,7 @@ from torch import nn
 
 from .._checks import check_positive_int, check_tensor
 from ..capsules import squash_exp
-from .procedure import RoutingResult, check_votes
+from .router import Router, RoutingResult, check_votes
 
 __all__ = ["self_attention_routing", "SelfAttentionRouter"]
 
@@ -43,7 +43,8 @@ def self_attention_routing(votes: torch.Tensor, bias: Optional[torch.Tensor] = N
     attention matrix is never formed); ``c_ij = softmax_j(b_ij) + β_ij`` with ``bias`` β ``(I, J)`` (None: 0);
     ``v_j = activation(Σ_i c_ij û_{j|i})``, default ``squash_exp``. The fully-connected form (FCCaps).
 
-    Returns a :class:`~capsule_lab.routing.procedure.RoutingResult`: ``poses`` ``(B, J, D)``, ``couplings``
+    Returns a :class:`~capsule_lab.routing.RoutingResult`: ``poses`` ``(B, J, D)``, ``activations`` their lengths,
+    ``couplings``
     ``(B, I, J)`` the c_ij + β_ij that produced them (the softmax alone when there is no bias), ``logits`` the b_ij.
 
     Chapter 08 (the routing bench's modern baseline).
@@ -59,22 +60,19 @@ def self_attention_routing(votes: torch.Tensor, bias: Optional[torch.Tensor] = N
     if bias is not None:
         couplings = couplings + bias.to(votes.dtype)                   # after the softmax
     poses = activation(torch.einsum("bij,bijd->bjd", couplings, votes))
-    return RoutingResult(poses, couplings, logits)
+    return RoutingResult(poses, poses.norm(dim=-1), couplings, logits)
 
 
-class SelfAttentionRouter(nn.Module):
+class SelfAttentionRouter(Router):
     """Efficient-CapsNet's self-attention routing (Mazzia et al., 2021) with a learned bias β ``(inputs, outputs)``.
 
-    ``router(votes) → RoutingResult`` runs :func:`self_attention_routing` (``b_ij = ⟨û_{j|i}, Σ_k û_{j|k}⟩/√D``,
-    ``c_ij = softmax_j(b_ij) + β_ij``, ``v_j = activation(Σ_i c_ij û_{j|i})``) in one pass. β starts at zero. An
-    ``nn.Module``: a :class:`~capsule_lab.layers.CapsuleLayer` that holds it makes it a submodule, so its bias
-    trains with the network. The fully-connected form (Efficient-CapsNet's FCCaps layer); no vote-free form.
+    ``router(votes, activations=None) → RoutingResult`` (the input activations are ignored) runs
+    :func:`self_attention_routing` (``b_ij = ⟨û_{j|i}, Σ_k û_{j|k}⟩/√D``, ``c_ij = softmax_j(b_ij) + β_ij``,
+    ``v_j = activation(Σ_i c_ij û_{j|i})``) in one pass. β starts at zero and trains with the network that holds
+    the router. The fully-connected form (Efficient-CapsNet's FCCaps layer).
 
     Chapter 08 (the routing bench's modern baseline).
     """
-
-    #: called as ``router(votes)``, like the routers of :mod:`capsule_lab.routing.routers`
-    takes_weights = False
 
     def __init__(self, inputs: int, outputs: int, activation: Callable[[torch.Tensor], torch.Tensor] = squash_exp):
         super().__init__()
@@ -84,18 +82,16 @@ class SelfAttentionRouter(nn.Module):
         self.activation = activation
         self.bias = nn.Parameter(torch.zeros(inputs, outputs))
 
-    def forward(self, votes: torch.Tensor) -> RoutingResult:
+    def forward(self, votes: torch.Tensor, activations: Optional[torch.Tensor] = None, *,
+                history: bool = False) -> RoutingResult:
         """Route ``votes`` ``(B, I, J, D)``, with (I, J) = (inputs, outputs)."""
         check_votes(votes)
         I, J = self.bias.shape
         if tuple(votes.shape[1:3]) != (I, J):
             raise ValueError(f"votes must have shape (B, I, J, D) with (I, J) = ({I}, {J}), "
                              f"got {tuple(votes.shape)}")
-        return self_attention_routing(votes, self.bias, self.activation)
-
-    def vote_free_form(self):
-        """``None``: the attention needs the votes themselves."""
-        return None
+        result = self_attention_routing(votes, self.bias, self.activation)
+        return result._replace(history=(result,)) if history else result
 
     def extra_repr(self) -> str:
         name = getattr(self.activation, "__name__", repr(self.activation))

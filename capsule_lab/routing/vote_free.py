@@ -2,7 +2,9 @@
 
 Taught in chapter 02 ("Routing without votes"). :func:`vote_free_routing` gives the same result as
 :func:`~capsule_lab.routing.procedure.dynamic_routing` on the votes û_{j|i} = W_ij u_i, without forming
-them; :class:`VoteFreeRouter` is the router that runs it, called as ``router(u, weight)``.
+them. A :class:`~capsule_lab.routing.DynamicRouter` offers it as its
+:meth:`~capsule_lab.routing.DynamicRouter.route_weights`, which a :class:`~capsule_lab.layers.CapsuleLayer` with
+``vote_free=True`` runs instead of forming the votes.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import torch
 
 from .._checks import check_tensor, shape_error
 from ..capsules import squash
-from .procedure import RoutingResult, Router, check_iterations, check_logits, softmax_backward
+from .procedure import softmax_backward
+from .router import RoutingResult, check_iterations, check_logits
 
-__all__ = ["vote_free_routing", "VoteFreeRouter"]
+__all__ = ["vote_free_routing"]
 
 
 # --- Routing without votes ------------------------------------------------------------------------------
@@ -154,37 +157,5 @@ def vote_free_routing(
     wk = weight.permute(1, 3, 0, 2).reshape(J, D_in * I, D)      # (J, D_in·I, D)
     poses, couplings, logits = _VoteFreeRouting.apply(
         ut, wk, logits, iterations, detach_votes, detach_couplings, activation)
-    return RoutingResult(poses.transpose(0, 1), couplings.permute(1, 2, 0), logits.permute(1, 2, 0))
-
-
-class VoteFreeRouter(Router):
-    """Dynamic routing run by :func:`vote_free_routing`: called as ``router(u, weight) → RoutingResult``.
-
-    u ``(B, I, D_in)``, weight ``(I, J, D, D_in)``. ``iterations`` and ``options`` (``prior_logits``,
-    ``detach_votes``, ``detach_couplings``, ``activation``) as in
-    :func:`~capsule_lab.routing.procedure.dynamic_routing`. A :class:`~capsule_lab.layers.CapsuleLayer`
-    given this router never forms the votes.
-
-    Chapter 02 ("Routing without votes").
-    """
-
-    takes_weights = True
-    OPTIONS = ("prior_logits", "detach_votes", "detach_couplings", "activation")
-
-    def __init__(self, iterations: int = 3, **options):
-        check_iterations(iterations)
-        unknown = sorted(set(options) - set(self.OPTIONS))
-        if unknown:
-            raise ValueError(f"unknown option(s) {unknown} for VoteFreeRouter: expected some of {list(self.OPTIONS)}")
-        self.iterations = iterations
-        self.options = dict(options)
-
-    def __call__(self, u: torch.Tensor, weight: torch.Tensor) -> RoutingResult:
-        return vote_free_routing(u, weight, self.iterations, **self.options)
-
-    def vote_free_form(self):
-        return self
-
-    def __repr__(self) -> str:
-        opts = "".join(f", {k}={v!r}" for k, v in self.options.items() if k != "prior_logits")
-        return f"VoteFreeRouter({self.iterations}{opts})"
+    poses = poses.transpose(0, 1)
+    return RoutingResult(poses, poses.norm(dim=-1), couplings.permute(1, 2, 0), logits.permute(1, 2, 0))

@@ -4,7 +4,7 @@ capsule's pose settle among its votes.
 Taught in chapter 07, after Faria, "Learning to compute inner consensus" (§4.1). The routing is
 :func:`capsule_lab.figures.similarity_clusters` (similarity routing with one Gaussian kernel), the picture
 :func:`capsule_lab.figures.plot_similarity_routing`, the objective
-:func:`capsule_lab.learned_routing.similarity_objective`; :func:`similarity_routing_explorer_figure` draws the
+:func:`capsule_lab.routing.similarity_objective`; :func:`similarity_routing_explorer_figure` draws the
 widget's default state for the static book.
 """
 
@@ -20,7 +20,7 @@ import torch
 from ..figures.learned_routing import (_activations, _lambdas, _length_scale, _panel_title, _votes,
                                        plot_similarity_routing, similarity_clusters, clustered_votes)
 from ..figures.style import MAX_FIGURE_WIDTH
-from ..learned_routing import similarity_objective
+from ..routing import similarity_objective
 from .._checks import check_positive_int
 from .figure_output import show_figure_png
 
@@ -49,7 +49,7 @@ def similarity_routing_result(votes, activations, lam1: float, lam2: float, leng
     objective they minimise. Returns a dict of NumPy arrays and floats: ``lam1``, ``lam2``, ``length_scale``,
     ``iterations``, ``couplings`` ``(I,)``, ``pose`` ``(2,)``, ``trajectory`` ``(T + 1, 2)``, ``kernel`` ``(I,)``
     (``k_i = exp(−|μ − v_i|² / (2 ℓ²))`` at μ = ``trajectory[-2]``, the pose that gave the couplings) and
-    ``objective`` (:func:`capsule_lab.learned_routing.similarity_objective` of the couplings for that kernel,
+    ``objective`` (:func:`capsule_lab.routing.similarity_objective` of the couplings for that kernel,
     its minimum over the couplings). Chapter 07.
     """
     v = _votes(votes)

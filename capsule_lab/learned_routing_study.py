@@ -1,0 +1,184 @@
+"""Chapter 07's experiment: one capsule network trained with dynamic, similarity and connectionist routing.
+
+Taught in chapter 07 (``chapters/07_learned_routing.ipynb``), after Faria, §5. Under a
+:class:`~capsule_lab.profiles.LearnedRoutingSettings`, :func:`run_routing_study` trains, per dataset and from one
+seed, the same network (the same initialisation of everything but the routers, :func:`capsule_lab.study.same_start`;
+the same data, epochs and optimiser) with each router. The network is ``settings.capsnet``: a
+:class:`~capsule_lab.models.CapsNetConfig` (Sabour's CapsNet, one routing layer between the primary and the class
+capsules: the quick profile) or a :class:`~capsule_lab.models.ConvCapsNetConfig` (the paper's Table 1 network, three
+routing layers with 4×4 pose matrices, each with its own router of Table 2's sizes,
+:func:`~capsule_lab.models.paper_routers`: the full profile). The routers (:func:`study_routers`):
+
+- ``"dynamic"``: Sabour's routing (r = 3 iterations, couplings a softmax over the outputs j) on Sabour's votes W u;
+- ``"similarity"``: :class:`~capsule_lab.routing.SimilarityRouter` (a mixture of ``settings.kernels`` Gaussian
+  kernels, learned λ1, λ2, length scales and θ; couplings over the inputs i) on Faria's normalised votes;
+- ``"connectionist"``: :class:`~capsule_lab.routing.ConnectionistRouter` (one LSTM cell of ``settings.lstm_hidden``
+  units shared by every pair; Table 2's hidden layers) on Faria's normalised votes.
+
+(In the paper's network every layer's votes are the normalised matrix products of eq. 1, whatever the router.)
+Each run is measured once on the test set (:func:`measure_couplings`): accuracy, and how polarised the couplings
+are along the axis each router normalises over (:func:`~capsule_lab.routing.coupling_polarisation`): their entropy
+divided by its maximum (1 = uniform, 0 = every unit of coupling on one capsule) and the mean largest coupling.
+:func:`build_model` gives a fresh network for each router (the chapter times one training step of each with
+:func:`capsule_lab.cost.training_step_seconds`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+from torch.utils.data import Dataset
+
+from ._checks import check_one_of
+from .data import load_dataset
+from .models import CapsNet, ConvCapsNet, ConvCapsNetConfig, paper_routers
+from .profiles import ROUTERS_07, LearnedRoutingSettings
+from .routing import ConnectionistRouter, DynamicRouter, SimilarityRouter, coupling_polarisation
+from .study import same_start, shipped_results
+from .training import History, fit, outputs
+
+__all__ = ["ROUTERS", "VOTES", "RouterRun", "routing_study_data", "study_routers", "build_model", "class_layer_inputs",
+           "measure_couplings", "train_router", "run_routing_study", "shipped_routing_runs"]
+
+#: The routers of the study, by name (:data:`capsule_lab.profiles.ROUTERS_07`).
+ROUTERS = ROUTERS_07
+#: The votes each router is given in Sabour's CapsNet, Sabour's W u or Faria's normalised votes (eq. 1).
+VOTES = {"dynamic": "plain", "similarity": "normalized", "connectionist": "normalized"}
+
+
+@dataclass
+class RouterRun:
+    """One router trained on one dataset. Chapter 07.
+
+    ``accuracy`` on the test set; ``parameters`` of the whole network and ``router_parameters`` of its routers
+    alone; ``seconds`` of training; ``entropy`` the mean normalised entropy of the couplings along the axis they
+    are normalised over, and ``largest`` the mean largest coupling along it
+    (:func:`~capsule_lab.routing.coupling_polarisation`); ``state`` the trained weights (on the CPU).
+    """
+
+    router: str
+    dataset: str
+    accuracy: float
+    parameters: int
+    router_parameters: int
+    seconds: float
+    entropy: float
+    largest: float
+    history: History
+    state: dict
+
+
+def _check_settings(settings) -> LearnedRoutingSettings:
+    if not isinstance(settings, LearnedRoutingSettings):
+        raise ValueError(f"settings must be a capsule_lab.profiles.LearnedRoutingSettings, got {type(settings).__name__}")
+    return settings
+
+
+def _check_router(name) -> str:
+    return check_one_of(name, ROUTERS, "router")
+
+
+def routing_study_data(dataset: str, settings: LearnedRoutingSettings, source: str = "offline") -> tuple:
+    """``(train, test)`` of ``dataset`` (``"mnist"`` or ``"fashion"``): the first ``settings.train_size`` training
+    and ``settings.test_size`` test images (None: all), 28×28. ``source`` as :func:`capsule_lab.data.load_mnist`.
+    Chapter 07.
+    """
+    settings = _check_settings(settings)
+    return (load_dataset(dataset, True, source, settings.train_size),
+            load_dataset(dataset, False, source, settings.test_size))
+
+
+def study_routers(name: str, settings: LearnedRoutingSettings):
+    """The router(s) for ``name`` under ``settings``. For Sabour's CapsNet the class layer's router: a
+    :class:`~capsule_lab.routing.DynamicRouter` (r = 3), a :class:`~capsule_lab.routing.SimilarityRouter` or a
+    :class:`~capsule_lab.routing.ConnectionistRouter` with the settings' sizes and iterations. For the paper's network
+    (a :class:`~capsule_lab.models.ConvCapsNetConfig`): the tuple of its three layers' routers,
+    :func:`~capsule_lab.models.paper_routers` (Table 2's sizes). Chapter 07.
+    """
+    settings, name = _check_settings(settings), _check_router(name)
+    if isinstance(settings.capsnet, ConvCapsNetConfig):
+        return paper_routers(name, settings.iterations, settings.capsnet)
+    if name == "dynamic":
+        return DynamicRouter(3)
+    if name == "similarity":
+        return SimilarityRouter(kernels=settings.kernels, iterations=settings.iterations)
+    return ConnectionistRouter(settings.capsnet.class_dim, hidden=settings.lstm_hidden, iterations=settings.iterations)
+
+
+def build_model(name: str, settings: LearnedRoutingSettings, seed: int = 0) -> CapsNet | ConvCapsNet:
+    """A fresh network with router ``name`` (:func:`study_routers`), made by :func:`capsule_lab.study.same_start`:
+    the network with Sabour's routing from ``seed`` first, then the routers and the network they route, which takes
+    its weights, so every router starts from the same convolutions and capsule weights. Chapter 07.
+    """
+    settings, name = _check_settings(settings), _check_router(name)
+    config = settings.capsnet
+    if isinstance(config, ConvCapsNetConfig):
+        return same_start(seed, lambda: ConvCapsNet(config), lambda: ConvCapsNet(config, study_routers(name, settings)))
+    network = replace(config, votes=VOTES[name])
+    return same_start(seed, lambda: CapsNet(config), lambda: CapsNet(network, router=study_routers(name, settings)))
+
+
+def class_layer_inputs(settings: LearnedRoutingSettings) -> int:
+    """I, the number of capsules routed to the classes: Sabour's primary capsules, or the paper's network's last
+    grid of capsules (144 on 28×28). Uniform couplings over the inputs are 1/I. Chapter 07.
+    """
+    config = _check_settings(settings).capsnet
+    return config.class_inputs if isinstance(config, ConvCapsNetConfig) else config.primary_caps
+
+
+def measure_couplings(model: CapsNet | ConvCapsNet, data: Dataset, batch_size: int = 500, device="cpu",
+                      amp: bool = False) -> tuple[float, float, float]:
+    """One pass over ``data`` (a reduction of :func:`capsule_lab.training.outputs`): ``(accuracy, entropy,
+    largest)`` — the accuracy, and the :func:`~capsule_lab.routing.coupling_polarisation` of the class layer's
+    couplings along the axis its router normalises over, averaged over the images. Chapter 07.
+    """
+    if not isinstance(model, (CapsNet, ConvCapsNet)):
+        raise ValueError(f"model must be a capsule_lab.models.CapsNet or ConvCapsNet, got {type(model).__name__}")
+    axis = model.routers()[-1].normalize_over
+    correct, entropy, largest, n = 0, 0.0, 0.0, 0
+    for _, y, out in outputs(model, data, batch_size, device, amp):
+        correct += (out.scores.argmax(dim=1) == y).sum().item()
+        polarisation = coupling_polarisation(out.couplings, axis)
+        entropy += polarisation["normalized_entropy"] * len(y)
+        largest += polarisation["max_coupling"] * len(y)
+        n += len(y)
+    return correct / n, entropy / n, largest / n
+
+
+def train_router(name: str, dataset: str, settings: LearnedRoutingSettings, data: tuple, seed: int = 0,
+                 device="cpu", amp: bool = False, progress: bool = False) -> RouterRun:
+    """Train :func:`build_model` ``(name, settings, seed)`` on ``data = (train, test)`` with the settings' schedule
+    (shuffled with ``seed``) and the network's own loss, then measure it on the test set (:func:`measure_couplings`).
+    Chapter 07.
+    """
+    settings, name = _check_settings(settings), _check_router(name)
+    if not isinstance(data, tuple) or len(data) != 2:
+        raise ValueError("data must be the (train, test) tuple of routing_study_data")
+    train, test = data
+    net = build_model(name, settings, seed)
+    history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
+                  progress=progress)
+    accuracy, entropy, largest = measure_couplings(net, test, device=device, amp=amp)
+    return RouterRun(name, dataset, accuracy, sum(p.numel() for p in net.parameters()),
+                     sum(p.numel() for p in net.routing_parameters()), sum(history.seconds), entropy, largest, history,
+                     {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+
+
+def run_routing_study(settings: LearnedRoutingSettings, data: dict, seed: int = 0, device="cpu", amp: bool = False,
+                      progress: bool = False) -> dict:
+    """Chapter 07's experiment: every router of ``settings.routers`` on every dataset of ``data``
+    (``{dataset: (train, test)}``) → ``{(dataset, router): RouterRun}``. Chapter 07.
+    """
+    settings = _check_settings(settings)
+    return {(dataset, name): train_router(name, dataset, settings, pair, seed, device, amp, progress)
+            for dataset, pair in data.items() for name in settings.routers}
+
+
+def shipped_routing_runs(name: str = "routing_runs.json") -> dict:
+    """The longer runs of ``scripts/routing_longer_run.py`` shipped with the package: ``provenance`` (command,
+    settings, seeds, seconds, torch, machine, threads, date) and ``runs`` — per dataset, router and seed, the
+    accuracy, parameters, router parameters, seconds, per-epoch training loss and the couplings' normalised entropy
+    and mean largest coupling. Chapter 07.
+    """
+    return shipped_results(name)

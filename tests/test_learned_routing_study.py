@@ -1,0 +1,155 @@
+"""Chapter 07's experiment (capsule_lab.learned_routing_study) and its settings (chapter_settings("07"))."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from capsule_lab.learned_routing_study import (VOTES, RouterRun, build_model, class_layer_inputs, measure_couplings,
+                                               routing_study_data, run_routing_study, study_routers, train_router)
+from capsule_lab.models import CapsNetConfig, ConvCapsNet, ConvCapsNetConfig
+from capsule_lab.profiles import LearnedRoutingSettings, chapter_settings
+from capsule_lab.routing import ConnectionistRouter, DynamicRouter, SimilarityRouter, coupling_polarisation
+
+pytestmark = pytest.mark.xdist_group("routing_study")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    settings = chapter_settings("07", "quick")
+    settings = replace(settings, train_size=64, test_size=32, schedule=replace(settings.schedule, batch_size=32))
+    return settings, {d: routing_study_data(d, settings) for d in settings.datasets}
+
+
+def test_the_settings_name_the_papers_routers_and_schedule():
+    full, quick = chapter_settings("07", "full"), chapter_settings("07", "quick")
+    for s in (full, quick):
+        assert isinstance(s, LearnedRoutingSettings) and s.routers == ("dynamic", "similarity", "connectionist")
+        assert s.datasets == ("mnist", "fashion") and s.schedule.lr == 3e-3                       # Adam 3e-3
+        assert (s.kernels, s.lstm_hidden, s.iterations) == (10, 16, 3)                            # class layer, Table 2
+    assert not quick.capsnet.decoder and isinstance(quick.capsnet, CapsNetConfig)
+    assert full.capsnet == ConvCapsNetConfig.paper() and full.schedule.epochs == 100 and full.train_size is None
+
+
+def test_study_routers_builds_each_router_with_the_settings_sizes():
+    s = chapter_settings("07", "quick")
+    dynamic = study_routers("dynamic", s)
+    assert isinstance(dynamic, DynamicRouter) and dynamic.iterations == 3
+    sim, lstm = study_routers("similarity", s), study_routers("connectionist", s)
+    assert isinstance(sim, SimilarityRouter) and isinstance(lstm, ConnectionistRouter)
+    assert sum(p.numel() for p in lstm.parameters()) > sum(p.numel() for p in sim.parameters())
+    with pytest.raises(ValueError, match="router must be one of"):
+        study_routers("em", s)
+    with pytest.raises(ValueError, match="LearnedRoutingSettings"):
+        study_routers("dynamic", chapter_settings("06", "quick"))
+
+
+def test_every_router_starts_from_the_same_backbone():
+    s = chapter_settings("07", "quick")
+    nets = {name: build_model(name, s, seed=3) for name in s.routers}
+    reference = nets["dynamic"].state_dict()
+    for name, net in nets.items():
+        state = net.state_dict()
+        for key, value in reference.items():
+            assert torch.equal(state[key], value), (name, key)
+    assert isinstance(nets["similarity"].router, SimilarityRouter)
+    assert {name: net.digits.vote_form for name, net in nets.items()} == VOTES       # Faria's routers: eq. 1 votes
+
+
+def test_the_papers_network_gets_table_2s_routers_and_shares_its_backbone():
+    s = replace(chapter_settings("07", "full"), capsnet=ConvCapsNetConfig.slim())
+    sim, lstm = study_routers("similarity", s), study_routers("connectionist", s)
+    assert [r.mixing_logits.numel() for r in sim] == [4, 4, 10]                        # Q per layer (§5)
+    assert [r.cell.hidden_size for r in lstm] == [16, 16, 16]                          # Table 2
+    nets = {name: build_model(name, s, seed=1) for name in s.routers}
+    reference = nets["dynamic"].state_dict()
+    for name, net in nets.items():
+        assert isinstance(net, ConvCapsNet)
+        state = net.state_dict()
+        assert all(torch.equal(state[key], value) for key, value in reference.items()), name
+    assert nets["dynamic"].parameter_counts()["routers"] == 0
+    assert class_layer_inputs(s) == s.capsnet.class_inputs and class_layer_inputs(chapter_settings("07", "full")) == 144
+    assert class_layer_inputs(chapter_settings("07", "quick")) == chapter_settings("07", "quick").capsnet.primary_caps
+
+
+def test_the_papers_network_trains_and_is_measured(tiny):
+    settings, data = tiny
+    s = replace(settings, capsnet=ConvCapsNetConfig.slim())
+    run = train_router("similarity", "mnist", s, data["mnist"], seed=0)
+    net = build_model("similarity", s)
+    assert run.router_parameters == sum(p.numel() for r in study_routers("similarity", s) for p in r.parameters())
+    assert run.parameters == sum(p.numel() for p in net.parameters()) and 0 <= run.accuracy <= 1
+    assert 0 <= run.entropy <= 1 and len(run.history.train_loss) == s.schedule.epochs
+
+
+def _polarisation(c, over):
+    p = coupling_polarisation(c, over)
+    return p["normalized_entropy"], p["max_coupling"]
+
+
+def test_coupling_polarisation_by_hand():
+    uniform = torch.full((2, 4, 5), 0.2)                    # sums to 1 over the outputs j (J = 5)
+    assert _polarisation(uniform, "outputs") == pytest.approx((1.0, 0.2))
+    assert coupling_polarisation(uniform)["entropy_bits"] == pytest.approx(math.log2(5))
+    one_hot = torch.zeros(1, 3, 2)
+    one_hot[0, 0, :] = 1.0                                   # each output takes input 0 alone: sums to 1 over i
+    assert _polarisation(one_hot, "inputs") == pytest.approx((0.0, 1.0))
+    half = torch.tensor([[[0.5], [0.5], [0.0], [0.0]]])     # one output, half on each of two of 4 inputs
+    assert _polarisation(half, "inputs") == pytest.approx((math.log(2) / math.log(4), 0.5))
+    assert coupling_polarisation(half, "inputs")["entropy_bits"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="normalize_over"):
+        coupling_polarisation(uniform, "rows")
+    with pytest.raises(ValueError, match=r"\(B, I, J\)"):
+        coupling_polarisation(torch.ones(3, 3), "inputs")
+
+
+def test_measure_couplings_counts_correct_predictions_and_averages_over_images(tiny):
+    settings, data = tiny
+    net = build_model("similarity", settings).eval()
+    test = data["mnist"][1]
+    accuracy, entropy, largest = measure_couplings(net, test, batch_size=7)          # Faria's: over the inputs
+    with torch.no_grad():
+        out = net(test.tensors[0])
+    assert accuracy == (out.lengths.argmax(1) == test.tensors[1]).float().mean().item()
+    c = out.couplings.double()
+    per_image = (-(c * c.log()).sum(1) / math.log(c.shape[1])).mean(1)
+    assert entropy == pytest.approx(per_image.mean().item(), rel=1e-9)
+    assert torch.allclose(c.sum(dim=1), torch.ones_like(c.sum(dim=1)))      # Faria: over the inputs
+    assert largest == pytest.approx(c.max(1).values.mean().item(), rel=1e-9)
+
+
+def test_train_router_and_the_study(tiny):
+    settings, data = tiny
+    run = train_router("connectionist", "mnist", settings, data["mnist"], seed=0)
+    assert isinstance(run, RouterRun) and 0 <= run.accuracy <= 1 and run.seconds > 0
+    assert run.router_parameters == sum(p.numel() for p in study_routers("connectionist", settings).parameters())
+    assert run.parameters == sum(p.numel() for p in build_model("connectionist", settings).parameters())
+    assert len(run.history.train_loss) == settings.schedule.epochs and 0 <= run.entropy <= 1
+    runs = run_routing_study(replace(settings, routers=("dynamic", "similarity"), datasets=("fashion",)),
+                             {"fashion": data["fashion"]})
+    assert list(runs) == [("fashion", "dynamic"), ("fashion", "similarity")]
+    assert runs["fashion", "dynamic"].router_parameters == 0
+    with pytest.raises(ValueError, match="tuple of routing_study_data"):
+        train_router("dynamic", "mnist", settings, data["mnist"][0])
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        routing_study_data("norb", settings)
+
+
+def test_the_shipped_longer_run_is_complete_and_consistent():
+    from capsule_lab.learned_routing_study import shipped_routing_runs
+    report = shipped_routing_runs()
+    prov, runs = report["provenance"], report["runs"]
+    assert prov["seeds"] == [0, 1, 2] and prov["settings"]["epochs"] == 3 and prov["settings"]["train_size"] == 6000
+    settings = chapter_settings("07", "quick")
+    assert list(runs) == list(settings.datasets)
+    for dataset, routers in runs.items():
+        assert list(routers) == list(settings.routers)
+        for router, seeds in routers.items():
+            count = sum(p.numel() for p in build_model(router, settings).parameters())
+            for seed in ("0", "1", "2"):
+                run = seeds[seed]
+                assert 0.1 < run["accuracy"] <= 1 and run["parameters"] == count and len(run["train_loss"]) == 3
+                assert 0 <= run["entropy"] <= 1 and 0 < run["largest"] <= 1
