@@ -43,10 +43,12 @@ import torch
 
 from .layers import capsule_votes
 from .routing import dynamic_routing, vote_free_routing
-from .training import train_step
+from .modes import eval_mode
+from .training import mixed_precision, train_step
 
 __all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_runs", "time_median", "peak_memory",
-           "bench_routing", "training_step", "training_step_seconds", "step_models", "bench_steps"]
+           "bench_routing", "training_step", "training_step_seconds", "inference_seconds", "step_models",
+           "bench_steps"]
 
 #: The shapes benchmarked, as name → (B, I, D_in, J, D, iterations) — "sabour" is the digit layer of Sabour
 #: et al., "slim" the quick profile's class-capsule layer.
@@ -305,6 +307,22 @@ def training_step_seconds(model: torch.nn.Module, images: torch.Tensor, labels: 
     return {"median_s": statistics.median(times), "mean_s": statistics.fmean(times), "stderr_s": spread,
             "times_s": times, "batch": int(images.shape[0]), "device": str(device),
             "threads": torch.get_num_threads()}
+
+
+def inference_seconds(model: torch.nn.Module, images: torch.Tensor, repeats: int = 5, warmup: int = 1,
+                      amp: bool = False) -> dict:
+    """Time one forward pass of ``model`` on ``images`` (on its device) in evaluation mode, without gradients and in
+    the precision it trains in (``amp``: mixed on CUDA): ``{"median_s", "times_s", "batch", "device"}``. Chapter 08.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(images, torch.Tensor) or images.dim() < 2:
+        raise ValueError(f"images must be a tensor (B, ...), got {type(images).__name__}")
+    device = next(model.parameters()).device
+    with eval_mode(model), torch.no_grad(), mixed_precision(device, amp):
+        times = time_runs(lambda: model(images), repeats, warmup, _sync(device))
+    return {"median_s": statistics.median(times), "times_s": times, "batch": int(images.shape[0]),
+            "device": str(device)}
 
 
 def step_models(profile: str = "quick") -> dict:

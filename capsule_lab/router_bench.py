@@ -68,19 +68,18 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from ._checks import check_one_of, check_positive_int
-from .cost import _sync, peak_memory, time_runs, training_step, training_step_seconds
+from .cost import inference_seconds, peak_memory, training_step, training_step_seconds
 from .data import affine_test_set, load_dataset
 from .diagnostics import activation_stats, routing_dynamics
 from .layers import VOTES
 from .models import CapsNet, LadderCapsNet, LadderCapsNetConfig
 from .models.capsnet import BackboneConfig
-from .modes import eval_mode
 from .profiles import RouterBenchSettings
 from .rem import global_magnitude_prune, keys_per_class, parse_tree_dictionary, routing_entropy
 from .routing import ConnectionistRouter, DetachedRouter, DynamicRouter, Router, SelfAttentionRouter, SimilarityRouter
 from .routing import UniformRouter
 from .study import RESULTS, same_start
-from .training import fit, mixed_precision, outputs
+from .training import fit, outputs
 
 __all__ = ["BenchEntry", "ROUTERS", "RECORD_FIELDS", "BENCH_VERSION", "bench_data", "build_network", "measure_network",
            "record_key", "train_record", "run_router_bench", "write_results", "summarize_records", "mcnemar_test",
@@ -308,10 +307,8 @@ def _timings(name, settings, seed, train, device, custom, amp=False) -> dict:
     labels = train.tensors[1][:settings.schedule.batch_size].to(device)
     net = build_network(name, settings, seed, custom).to(device)
     step = training_step_seconds(net, images, labels, repeats=settings.timing_repeats, amp=amp)
-    with eval_mode(net), torch.no_grad(), mixed_precision(device, amp):
-        times = time_runs(lambda: net(images), settings.timing_repeats, 1, _sync(device))
-    return {"step_ms": step["median_s"] * 1e3, "inference_ms": statistics.median(times) * 1e3,
-            "batch": len(labels)}
+    inference = inference_seconds(net, images, repeats=settings.timing_repeats, amp=amp)
+    return {"step_ms": step["median_s"] * 1e3, "inference_ms": inference["median_s"] * 1e3, "batch": len(labels)}
 
 
 def default_cache() -> Path:

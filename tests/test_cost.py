@@ -174,3 +174,23 @@ def _allocate(megabytes, device="cpu"):
 def test_peak_memory_sees_what_a_step_allocates():
     small, large = (cost.peak_memory(_allocate, (mb,)) / 1e6 for mb in (8, 64))
     assert 7 < small < 16 and 60 < large < 80 and large - small == pytest.approx(56, abs=6)
+
+
+def test_inference_is_timed_in_evaluation_mode_without_gradients():
+    from capsule_lab.models import CapsNet, CapsNetConfig
+
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append((self.training, torch.is_grad_enabled()))
+            return x
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Probe()).train()
+    timing = cost.inference_seconds(model, torch.rand(3, 4), repeats=2, warmup=1)
+    assert seen == [(False, False)] * 3 and model.training                  # one warm-up, two timed; restored
+    assert len(timing["times_s"]) == 2 and timing["median_s"] > 0 and timing["batch"] == 3
+    net = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False))
+    assert cost.inference_seconds(net, torch.rand(2, 1, 28, 28), repeats=1, amp=True)["device"] == "cpu"
+    with pytest.raises(ValueError, match="images must be a tensor"):
+        cost.inference_seconds(net, [1, 2])
