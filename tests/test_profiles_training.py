@@ -18,7 +18,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from capsule_lab.capsules import squash
 from capsule_lab.layers import CapsuleLayer
-from capsule_lab.models import CapsNetConfig, CapsNetOutput, CapsuleNetwork, capsnet_loss
+from capsule_lab.models import CapsNetConfig, CapsNetOutput, CapsuleNetwork, capsnet_loss, routed_parse_trees
 from capsule_lab.profiles import PROFILES, cpu_threads, get_profile, profile_name, setup
 from capsule_lab.training import (
     History, batches, evaluate, fit, fit_profile, load_checkpoint, save_checkpoint,
@@ -141,6 +141,9 @@ class TinyCapsNet(CapsuleNetwork):
 
     def loss(self, out, images, targets):
         return capsnet_loss(out, images, targets)
+
+    def parse_trees(self, out):
+        return routed_parse_trees(out.couplings, self.caps.router.normalize_over)
 
 
 def _separable(n=96, seed=0):

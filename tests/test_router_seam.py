@@ -18,7 +18,7 @@ import torch
 import capsule_lab.routing as routing
 from capsule_lab.capsules import margin_loss, squash
 from capsule_lab.layers import CapsuleLayer
-from capsule_lab.models import (CapsNet, CapsNetConfig, ConvCapsNet, ConvCapsNetConfig, DeepCapsNet,
+from capsule_lab.models import (CapsNet, CapsNetConfig, CapsuleNetwork, ConvCapsNet, ConvCapsNetConfig, DeepCapsNet,
                                 DeepCapsNetConfig, paper_routers)
 from capsule_lab.routing import (ROUTER_KINDS, ConnectionistRouter, DetachedRouter, DynamicRouter, Router, RouterSpec,
                                  RoutingResult, ScaledRouter, SelfAttentionRouter, SimilarityRouter, UniformRouter)
@@ -118,6 +118,20 @@ def test_every_router_of_the_package_is_in_the_seam_test():
     package = {cls for _, cls in inspect.getmembers(routing, inspect.isclass) if issubclass(cls, Router)} - {Router}
     tested = {type(make(2, 2, 2)) for make in ROUTERS.values()}
     assert package <= tested, sorted(c.__name__ for c in package - tested)
+
+
+def test_a_network_family_must_define_its_loss_and_parse_trees():
+    class NoParseTrees(CapsuleNetwork):
+        def loss(self, out, images, targets):
+            return out.sum()
+
+    class NoLoss(CapsuleNetwork):
+        def parse_trees(self, out):
+            return None
+
+    for family, missing in ((NoParseTrees, "parse_trees"), (NoLoss, "loss")):
+        with pytest.raises(TypeError, match=f"abstract.*{missing}"):
+            family()
 
 
 @pytest.mark.parametrize("kind", ROUTER_KINDS)

@@ -18,6 +18,7 @@ capsule, the largest activity or activation).
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from typing import NamedTuple
 
 import torch
@@ -56,13 +57,17 @@ def routed_parse_trees(couplings: torch.Tensor, normalize_over: str, levels: int
     return ParseTrees(c, levels, normalize_over, dynamics=c)
 
 
-class CapsuleNetwork(nn.Module):
-    """The base of every model family (see the module docstring). Chapter 08."""
+class CapsuleNetwork(nn.Module, metaclass=ABCMeta):
+    """The base of every model family (see the module docstring). Chapter 08.
 
+    Abstract: a family defines :meth:`loss` and :meth:`parse_trees` (and ``forward``); a class that does not
+    cannot be instantiated (``TypeError``).
+    """
+
+    @abstractmethod
     def loss(self, out, images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The family's training loss of an output on its images and targets (``loss_fn(output, images, targets)``,
         the signature :func:`capsule_lab.training.fit` calls)."""
-        raise NotImplementedError(f"{type(self).__name__} must define loss(out, images, targets)")
 
     def routers(self) -> tuple:
         """The routers of the network's routing layers, input to output (a router shared by layers, once per
@@ -80,6 +85,6 @@ class CapsuleNetwork(nn.Module):
                     out.append(p)
         return out
 
+    @abstractmethod
     def parse_trees(self, out) -> ParseTrees:
         """What ``out``, this network's output, offers the parse-tree measures (:class:`ParseTrees`)."""
-        raise NotImplementedError(f"{type(self).__name__} must define parse_trees(out)")

@@ -31,6 +31,7 @@ which router it holds:
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from typing import Any, NamedTuple, Optional
 
 import torch
@@ -56,7 +57,7 @@ class RoutingResult(NamedTuple):
     state: Any = None
 
 
-class Router(nn.Module):
+class Router(nn.Module, metaclass=ABCMeta):
     """A router: an ``nn.Module`` called as ``router(votes, activations=None, *, history=False) → RoutingResult``.
 
     ``votes`` ``(B, I, J, D)``; ``activations`` ``(B, I)`` the input capsules' activations (a router that has no
@@ -74,10 +75,11 @@ class Router(nn.Module):
     #: True when each output's activation is its pose's length; False when the router computes them apart
     activations_are_lengths = True
 
+    @abstractmethod
     def forward(self, votes: torch.Tensor, activations: Optional[torch.Tensor] = None, *,
                 history: bool = False) -> RoutingResult:
-        """Route ``votes`` ``(B, I, J, D)`` given the input ``activations`` ``(B, I)``; every router defines it."""
-        raise NotImplementedError(f"{type(self).__name__} must define forward(votes, activations=None)")
+        """Route ``votes`` ``(B, I, J, D)`` given the input ``activations`` ``(B, I)``; every router defines it (a
+        class that does not is abstract: instantiating it raises ``TypeError``)."""
 
     def route_weights(self, u: torch.Tensor, weight: torch.Tensor) -> Optional[RoutingResult]:
         """The result of routing the votes ``W_ij u_i`` of a fully-connected layer (u ``(B, I, D_in)``, weight
