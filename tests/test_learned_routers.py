@@ -276,18 +276,24 @@ def layer_function(router, u, weight):
     return f, [p.detach().clone().requires_grad_(True) for _, p in router.named_parameters()]
 
 
-def test_gradcheck_similarity_router():
-    torch.manual_seed(2)
-    router = SimilarityRouter(kernels=2, iterations=2, lam1=0.3, lam2=0.2, theta=(1.5, 0.2, 0.7)).double()
-    u = (torch.randn(2, 3, 2, generator=gen(14), dtype=torch.float64) * 0.5).requires_grad_(True)
-    weight = torch.randn(3, 2, 2, 2, generator=gen(15), dtype=torch.float64).requires_grad_(True)
+def gradchecked_grads(router, seed):
+    """Gradcheck a float64 ``router`` in a 3 → 2 capsule layer with Faria's votes (inputs from ``gen(seed)``,
+    weights from ``gen(seed + 1)``), then return the gradients of Σ‖v_j‖ + Σ a_j to its parameters, by name."""
+    u = (torch.randn(2, 3, 2, generator=gen(seed), dtype=torch.float64) * 0.5).requires_grad_(True)
+    weight = torch.randn(3, 2, 2, 2, generator=gen(seed + 1), dtype=torch.float64).requires_grad_(True)
     f, params = layer_function(router, u, weight)
     assert torch.autograd.gradcheck(f, (u, weight, *params), atol=1e-6)
     poses, _, activations = f(u, weight, *params)
     grads = torch.autograd.grad(poses.norm(dim=-1).sum() + activations.sum(), params)
-    names = [n for n, _ in router.named_parameters()]
-    assert set(names) == {"raw_lam1", "raw_lam2", "log_length_scales", "mixing_logits", "theta"}
-    for name, g in zip(names, grads):
+    return dict(zip([n for n, _ in router.named_parameters()], grads))
+
+
+def test_gradcheck_similarity_router():
+    torch.manual_seed(2)
+    router = SimilarityRouter(kernels=2, iterations=2, lam1=0.3, lam2=0.2, theta=(1.5, 0.2, 0.7)).double()
+    grads = gradchecked_grads(router, seed=14)
+    assert set(grads) == {"raw_lam1", "raw_lam2", "log_length_scales", "mixing_logits", "theta"}
+    for name, g in grads.items():
         assert g.abs().sum() > 0, name                    # every parameter gets a gradient
 
 
@@ -316,13 +322,7 @@ def test_per_channel_similarity_router_learns_a_lambda_and_theta_per_channel():
     assert router.lam1.shape == (2,) and router.theta.shape == (3, 2)
     assert torch.allclose(router.lam1, torch.full((2,), 0.3, dtype=torch.float64))
     assert torch.allclose(router.theta[:, 1], torch.tensor([1.5, 0.2, 0.7], dtype=torch.float64))
-    u = (torch.randn(2, 3, 2, generator=gen(16), dtype=torch.float64) * 0.5).requires_grad_(True)
-    weight = torch.randn(3, 2, 2, 2, generator=gen(17), dtype=torch.float64).requires_grad_(True)
-    f, params = layer_function(router, u, weight)
-    assert torch.autograd.gradcheck(f, (u, weight, *params), atol=1e-6)
-    poses, _, activations = f(u, weight, *params)
-    grads = dict(zip([n for n, _ in router.named_parameters()],
-                     torch.autograd.grad(poses.norm(dim=-1).sum() + activations.sum(), params)))
+    grads = gradchecked_grads(router, seed=16)
     for name in ("raw_lam1", "raw_lam2", "theta"):                      # every channel's own parameters learn
         assert (grads[name].abs().reshape(-1, 2).sum(0) > 0).all(), name
     with pytest.raises(ValueError, match="J = channels = 2"):
@@ -340,13 +340,8 @@ def test_gradcheck_connectionist_router():
     torch.manual_seed(3)
     router = ConnectionistRouter(2, hidden=3, compatibility_hidden=(3,), activation_hidden=(3,),
                                  iterations=2).double()
-    u = (torch.randn(2, 3, 2, generator=gen(16), dtype=torch.float64) * 0.5).requires_grad_(True)
-    weight = torch.randn(3, 2, 2, 2, generator=gen(17), dtype=torch.float64).requires_grad_(True)
-    f, params = layer_function(router, u, weight)
-    assert torch.autograd.gradcheck(f, (u, weight, *params), atol=1e-6)
-    poses, _, activations = f(u, weight, *params)
-    grads = torch.autograd.grad(poses.norm(dim=-1).sum() + activations.sum(), params)
-    for (name, _), g in zip(router.named_parameters(), grads):
+    grads = gradchecked_grads(router, seed=16)
+    for name, g in grads.items():
         if name.endswith("bias_hh") or name.endswith("bias_ih") or "weight" in name:
             assert g.abs().sum() > 0, name
 
