@@ -9,6 +9,7 @@ Every public function checks its inputs and raises ``ValueError`` naming the exp
     {name} must be a floating-point tensor of shape {shape}, got dtype {x.dtype}
     {name} must be an integer >= {minimum}, got {value!r}
     {name} must be a number >= 0, got {value!r}
+    {name} must be True or False, got {value!r}
     {name} must be a class index in [0, {classes}), got {value!r}
     {name} must be numeric (a tensor, array or nested list), got {type}  figures: not an array
 
@@ -27,7 +28,7 @@ import numpy as np
 import torch
 
 __all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative", "check_one_of",
-           "check_class_index", "to_numpy",
+           "check_bool", "check_class_index", "to_numpy",
            "stack_per_iteration", "tick_labels", "image_array"]
 
 
@@ -75,6 +76,13 @@ def check_one_of(value, options, name: str):
     """Return ``value`` if it is one of ``options`` (a sequence), else raise ``ValueError`` listing them."""
     if value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+    return value
+
+
+def check_bool(value, name: str) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (not 0, 1 or None), else raise ``ValueError``."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
     return value
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from ._checks import check_tensor
+from ._checks import check_one_of, check_tensor
 
 __all__ = [
     "DataSourceError", "data_root", "load_mnist", "load_fashion_mnist", "DATASETS", "load_dataset", "subset",
@@ -230,8 +230,7 @@ def load_dataset(name: str, train: bool = True, source: str = "auto", size: int 
     ``"fashion"``) from ``source`` (as :func:`load_mnist`). The experiments of chapters 04–08 read their data
     through it. Chapters 04–08.
     """
-    if name not in DATASETS:
-        raise ValueError(f"dataset must be one of {list(DATASETS)}, got {name!r}")
+    check_one_of(name, tuple(DATASETS), "dataset")
     return subset(DATASETS[name](train, source=source), size)
 
 

@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm.auto import tqdm
 
+from ._checks import check_one_of, check_positive_int
 from .data import random_shift
 from .modes import eval_mode
 
@@ -63,13 +64,11 @@ class Schedule:
 
 def _check_schedule(epochs, batch_size, lr, lr_decay, max_shift, optimizer, momentum) -> None:
     for value, name, minimum in ((epochs, "epochs", 0), (batch_size, "batch_size", 1), (max_shift, "max_shift", 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        check_positive_int(value, name, minimum)
     for value, name in ((lr, "lr"), (lr_decay, "lr_decay")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a number > 0, got {value!r}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+    check_one_of(optimizer, tuple(OPTIMIZERS), "optimizer")
     if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
         raise ValueError(f"momentum must be a number in [0, 1), got {momentum!r}")
     if optimizer == "adam" and momentum != 0:

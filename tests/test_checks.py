@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from capsule_lab._checks import (check_nonnegative, check_positive_int, check_tensor, describe, image_array, shape_error,
+from capsule_lab._checks import (check_bool, check_nonnegative, check_positive_int, check_tensor, describe, image_array, shape_error,
                                  stack_per_iteration, tick_labels, to_numpy)
 
 
@@ -55,6 +55,13 @@ def test_nonnegative_refuses(value):
 
 def test_nonnegative_accepts():
     assert check_nonnegative(0, "eps") == 0 and check_nonnegative(0.5, "eps") == 0.5
+
+
+@pytest.mark.parametrize("value", [0, 1, None, "True", torch.tensor(True)])
+def test_bool_refuses_what_is_not_true_or_false(value):
+    with pytest.raises(ValueError, match=r"^flag must be True or False, got "):
+        check_bool(value, "flag")
+    assert check_bool(True, "flag") is True and check_bool(False, "flag") is False
 
 
 # ---------------------------------------------------------------- arrays for the figures

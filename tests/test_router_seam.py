@@ -162,6 +162,15 @@ def test_a_router_given_as_a_module_empties_the_configs_spec():
     assert conv.config.router is None
 
 
+@pytest.mark.parametrize("config", [CapsNetConfig, DeepCapsNetConfig, ConvCapsNetConfig])
+def test_a_config_holds_a_router_spec_or_none(config):
+    with pytest.raises(ValueError, match="router must be a capsule_lab.routing.RouterSpec or None, got str"):
+        config(router="dynamic")
+    with pytest.raises(ValueError, match="got DynamicRouter"):
+        config(router=DynamicRouter())
+    assert config(router=None).router is None and config(router=RouterSpec("uniform")).router.kind == "uniform"
+
+
 def test_router_spec_checks():
     with pytest.raises(ValueError, match="kind"):
         RouterSpec("em")

@@ -25,7 +25,7 @@ from torch import nn
 from .._checks import check_one_of, check_tensor
 from ..capsules import PrimaryCapsules, margin_loss
 from ..layers import VOTES, CapsuleLayer
-from ..routing import Router, RouterSpec
+from ..routing import Router, RouterSpec, check_router_spec
 from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
 
 __all__ = ["BackboneConfig", "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
@@ -77,9 +77,7 @@ class CapsNetConfig(BackboneConfig):
 
     def __post_init__(self):
         check_one_of(self.votes, VOTES, "votes")
-        if self.router is not None and not isinstance(self.router, RouterSpec):
-            raise ValueError(f"router must be a capsule_lab.routing.RouterSpec or None, "
-                             f"got {type(self.router).__name__}")
+        check_router_spec(self.router)
 
     @classmethod
     def sabour(cls, **changes) -> "CapsNetConfig":

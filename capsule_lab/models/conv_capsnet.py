@@ -86,7 +86,7 @@ from .._checks import check_nonnegative, check_one_of, check_positive_int, check
 from ..layers import check_router
 from ..capsules import margin_loss
 from ..routing import (KERNELS, ROUTER_KINDS, TABLE2, ConnectionistRouter, Router, RouterSpec, RoutingResult,
-                       SimilarityRouter)
+                       SimilarityRouter, check_router_spec)
 from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
 
 __all__ = ["POSE_SIZE", "POSE_DIM", "ROUTING_LAYERS", "ConvCapsNetConfig", "ConvCapsNetOutput",
@@ -141,9 +141,7 @@ class ConvCapsNetConfig:
         for f in fields(self):
             if f.name not in ("classes", "init_std", "router"):
                 check_positive_int(getattr(self, f.name), f.name)
-        if self.router is not None and not isinstance(self.router, RouterSpec):
-            raise ValueError(f"router must be a capsule_lab.routing.RouterSpec or None, "
-                             f"got {type(self.router).__name__}")
+        check_router_spec(self.router)
         check_positive_int(self.classes, "classes", minimum=2)
         check_nonnegative(self.init_std, "init_std")
         size = self.image_size

@@ -29,7 +29,7 @@ from torch import nn
 from .._checks import check_nonnegative, check_one_of, check_positive_int, check_tensor
 from ..capsules import squash, squash_exp
 from ..layers import VOTES, CapsuleLayer, check_router
-from ..routing import RouterSpec
+from ..routing import RouterSpec, check_router_spec
 from .capsnet import Decoder, capsnet_loss
 from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
 
@@ -75,9 +75,7 @@ class DeepCapsNetConfig:
     squash: str = "exp"                 # "exp" (squash_exp, the paper's) or "sabour" (squash)
 
     def __post_init__(self):
-        if self.router is not None and not isinstance(self.router, RouterSpec):
-            raise ValueError(f"router must be a capsule_lab.routing.RouterSpec or None, "
-                             f"got {type(self.router).__name__}")
+        check_router_spec(self.router)
         check_one_of(self.votes, VOTES, "votes")
         check_positive_int(self.routing_layers, "routing_layers")
         _check_squash(self.squash)

@@ -42,7 +42,7 @@ from .similarity import (ACTIVATION_FLOOR, KERNELS, SimilarityRouter, closed_for
 from .connectionist import TABLE2, ConnectionistRouter
 from .self_attention import SelfAttentionRouter, self_attention_routing
 from .polarisation import coupling_polarisation
-from .spec import ROUTER_KINDS, RouterSpec
+from .spec import ROUTER_KINDS, RouterSpec, check_router_spec
 
 __all__ = [
     "RoutingResult", "Router", "NORMALIZATIONS", "check_votes", "check_activations", "check_iterations",
@@ -58,5 +58,5 @@ __all__ = [
     "TABLE2", "ConnectionistRouter",
     "self_attention_routing", "SelfAttentionRouter",
     "coupling_polarisation",
-    "ROUTER_KINDS", "RouterSpec",
+    "ROUTER_KINDS", "RouterSpec", "check_router_spec",
 ]

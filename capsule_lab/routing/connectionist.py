@@ -39,7 +39,7 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
-from .._checks import check_positive_int, shape_error
+from .._checks import check_one_of, check_positive_int, shape_error
 from .generic import generic_routing
 from .router import Router, RoutingResult, check_normalize_over, check_votes
 
@@ -106,9 +106,7 @@ class ConnectionistRouter(Router):
         check_normalize_over(normalize_over)
         self.iterations, self.normalize_over = iterations, normalize_over
         check_positive_int(pose_dim, "pose_dim")
-        if combine not in ("mean", "sum"):
-            raise ValueError(f"combine must be 'mean' or 'sum', got {combine!r}")
-        self.combine = combine
+        self.combine = check_one_of(combine, ("mean", "sum"), "combine")
         check_positive_int(hidden, "hidden")
         compatibility_hidden = _check_hidden(compatibility_hidden, "compatibility_hidden")
         activation_hidden = _check_hidden(activation_hidden, "activation_hidden")

@@ -27,7 +27,7 @@ poses. Sabour's r iterations compute r poses and r − 1 logit updates, so they 
     normalise:     softmax over the outputs j
 
 and it equals :func:`capsule_lab.routing.dynamic_routing`, the readable loop chapter 02 teaches
-(``tests/test_generic_routing.py``). Similarity routing (:mod:`~capsule_lab.routing.similarity`) and
+(``tests/test_learned_routers.py``). Similarity routing (:mod:`~capsule_lab.routing.similarity`) and
 connectionist routing (:mod:`~capsule_lab.routing.connectionist`) are the two other instances of the course.
 """
 

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from .._checks import check_tensor
+from .._checks import check_bool, check_tensor
 from ..capsules import squash
 from .procedure import dynamic_routing, uniform_routing
 from .router import Router, RoutingResult, check_iterations
@@ -85,9 +85,8 @@ class DynamicRouter(Router):
         if (isinstance(agreement_scale, bool) or not isinstance(agreement_scale, (int, float))
                 or not math.isfinite(agreement_scale)):
             raise ValueError(f"agreement_scale must be a finite number, got {agreement_scale!r}")
-        for value, name in ((detach_votes, "detach_votes"), (detach_couplings, "detach_couplings")):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be True or False, got {value!r}")
+        check_bool(detach_votes, "detach_votes")
+        check_bool(detach_couplings, "detach_couplings")
         self.iterations, self.agreement_scale = iterations, agreement_scale
         self.detach_votes, self.detach_couplings = detach_votes, detach_couplings
         self.activation = _check_activation(activation)

@@ -44,8 +44,8 @@ def self_attention_routing(votes: torch.Tensor, bias: Optional[torch.Tensor] = N
     ``v_j = activation(Σ_i c_ij û_{j|i})``, default ``squash_exp``. The fully-connected form (FCCaps).
 
     Returns a :class:`~capsule_lab.routing.RoutingResult`: ``poses`` ``(B, J, D)``, ``activations`` their lengths,
-    ``couplings``
-    ``(B, I, J)`` the c_ij + β_ij that produced them (the softmax alone when there is no bias), ``logits`` the b_ij.
+    ``couplings`` ``(B, I, J)`` the c_ij + β_ij that produced them (the softmax alone when there is no bias),
+    ``logits`` the b_ij.
 
     Chapter 08 (the routing bench's modern baseline).
     """

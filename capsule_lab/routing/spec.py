@@ -29,14 +29,14 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
-from .._checks import check_nonnegative, check_one_of, check_positive_int
+from .._checks import check_bool, check_nonnegative, check_one_of, check_positive_int
 from .connectionist import ConnectionistRouter
 from .router import Router
 from .routers import DynamicRouter, UniformRouter
 from .self_attention import SelfAttentionRouter
 from .similarity import SimilarityRouter
 
-__all__ = ["ROUTER_KINDS", "RouterSpec"]
+__all__ = ["ROUTER_KINDS", "RouterSpec", "check_router_spec"]
 
 #: The kinds of router a :class:`RouterSpec` can ask for.
 ROUTER_KINDS = ("dynamic", "uniform", "similarity", "connectionist", "self-attention")
@@ -79,8 +79,7 @@ class RouterSpec:
         check_one_of(self.kind, ROUTER_KINDS, "kind")
         check_positive_int(self.iterations, "iterations", minimum=1 if self.kind == "dynamic" else 0)
         for name in ("detach_votes", "detach_couplings", "learned_priors"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            check_bool(getattr(self, name), name)
         if self.pose_bias is not None and (isinstance(self.pose_bias, bool)
                                            or not isinstance(self.pose_bias, (int, float))):
             raise ValueError(f"pose_bias must be a number or None, got {self.pose_bias!r}")
@@ -125,3 +124,11 @@ class RouterSpec:
 
     def _bias(self, outputs: int, dim: int) -> Optional[torch.Tensor]:
         return None if self.pose_bias is None else torch.full((outputs, dim), float(self.pose_bias))
+
+
+def check_router_spec(spec, name: str = "router") -> Optional[RouterSpec]:
+    """``spec`` if it is a :class:`RouterSpec` or None (a config whose network was given router modules), else
+    ``ValueError``: what every network config checks its ``router`` with. Chapter 02."""
+    if spec is not None and not isinstance(spec, RouterSpec):
+        raise ValueError(f"{name} must be a capsule_lab.routing.RouterSpec or None, got {type(spec).__name__}")
+    return spec
