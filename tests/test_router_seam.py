@@ -160,6 +160,11 @@ def test_a_router_given_as_a_module_empties_the_configs_spec():
     assert deep.config.router is None
     conv = ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers("uniform", config=ConvCapsNetConfig.slim()))
     assert conv.config.router is None
+    for network in (deep, conv):
+        with pytest.raises(ValueError, match="config.router is None .*: pass routers="):
+            type(network)(network.config)
+    with pytest.raises(ValueError, match="config must be a ConvCapsNetConfig, got CapsNetConfig"):
+        ConvCapsNet(config)
 
 
 @pytest.mark.parametrize("config", [CapsNetConfig, DeepCapsNetConfig, ConvCapsNetConfig])

@@ -16,14 +16,14 @@
 Every name is re-exported here: ``from capsule_lab.models import CapsNet, DeepCapsNet`` works.
 """
 
-from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
+from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
 from .capsnet import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
 from .deep_capsnet import DeepCapsNet, DeepCapsNetConfig, DeepCapsNetOutput
 from .ladder_capsnet import LadderCapsNet, LadderCapsNetConfig, LadderCapsNetOutput, ladder_capsnet_loss
 from .conv_capsnet import (ClassCapsuleLayer, ConvCapsNet, ConvCapsNetConfig, ConvCapsNetOutput, ConvCapsuleLayer,
                            paper_routers)
 
-__all__ = ["CapsuleNetwork", "ParseTrees", "routed_parse_trees",
+__all__ = ["CapsuleNetwork", "ParseTrees", "routed_parse_trees", "network_config",
            "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss",
            "DeepCapsNetConfig", "DeepCapsNetOutput", "DeepCapsNet",
            "LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss",

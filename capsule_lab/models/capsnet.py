@@ -26,7 +26,7 @@ from .._checks import check_one_of, check_tensor
 from ..capsules import PrimaryCapsules, margin_loss
 from ..layers import VOTES, CapsuleLayer
 from ..routing import Router, RouterSpec, check_router_spec
-from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
+from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
 
 __all__ = ["BackboneConfig", "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
 
@@ -150,14 +150,9 @@ class CapsNet(CapsuleNetwork):
 
     def __init__(self, config: CapsNetConfig | None = None, router: Router | None = None):
         super().__init__()
-        c = config or CapsNetConfig.sabour()
-        if not isinstance(c, CapsNetConfig):
-            raise ValueError(f"config must be a CapsNetConfig, got {type(c).__name__}")
+        self.config = c = network_config(config or CapsNetConfig.sabour(), CapsNetConfig, router, "router")
         if c.primary_grid < 1:
             raise ValueError(f"image_size {c.image_size} is too small for the conv and primary kernels")
-        if router is None and c.router is None:
-            raise ValueError("config.router is None (a network that was given a router module): pass router=")
-        self.config = c if router is None else replace(c, router=None)
         self.conv = nn.Conv2d(c.in_channels, c.conv_channels, c.conv_kernel)
         self.primary = PrimaryCapsules(c.conv_channels, c.primary_types, c.primary_dim,
                                        c.primary_kernel, c.primary_stride)

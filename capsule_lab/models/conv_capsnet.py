@@ -87,7 +87,7 @@ from ..layers import check_router
 from ..capsules import margin_loss
 from ..routing import (KERNELS, ROUTER_KINDS, TABLE2, ConnectionistRouter, Router, RouterSpec, RoutingResult,
                        SimilarityRouter, check_router_spec)
-from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
+from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
 
 __all__ = ["POSE_SIZE", "POSE_DIM", "ROUTING_LAYERS", "ConvCapsNetConfig", "ConvCapsNetOutput",
            "CapsuleGrid", "matrix_votes", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet", "paper_routers"]
@@ -389,12 +389,8 @@ class ConvCapsNet(CapsuleNetwork):
 
     def __init__(self, config: Optional[ConvCapsNetConfig] = None, routers: Optional[Sequence] = None):
         super().__init__()
-        c = config if config is not None else ConvCapsNetConfig.paper()
-        if not isinstance(c, ConvCapsNetConfig):
-            raise ValueError(f"config must be a ConvCapsNetConfig, got {type(c).__name__}")
-        if routers is None and c.router is None:
-            raise ValueError("config.router is None (a network that was given router modules): pass routers=")
-        self.config = c if routers is None else replace(c, router=None)
+        self.config = c = network_config(config if config is not None else ConvCapsNetConfig.paper(),
+                                         ConvCapsNetConfig, routers)
         if routers is None:
             routers = paper_routers(c.router, config=c)
         elif isinstance(routers, (str, bytes)) or not hasattr(routers, "__iter__"):

@@ -31,7 +31,7 @@ from ..capsules import squash, squash_exp
 from ..layers import VOTES, CapsuleLayer, check_router
 from ..routing import RouterSpec, check_router_spec
 from .capsnet import Decoder, capsnet_loss
-from .network import CapsuleNetwork, ParseTrees, routed_parse_trees
+from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
 
 __all__ = ["SQUASHES", "DeepCapsNetConfig", "DeepCapsNetOutput", "DeepCapsNet"]
 
@@ -138,12 +138,7 @@ class DeepCapsNet(CapsuleNetwork):
 
     def __init__(self, config: DeepCapsNetConfig | None = None, routers=None):
         super().__init__()
-        c = config or DeepCapsNetConfig.paper()
-        if not isinstance(c, DeepCapsNetConfig):
-            raise ValueError(f"config must be a DeepCapsNetConfig, got {type(c).__name__}")
-        if routers is None and c.router is None:
-            raise ValueError("config.router is None (a network that was given router modules): pass routers=")
-        self.config = c if routers is None else replace(c, router=None)
+        self.config = c = network_config(config or DeepCapsNetConfig.paper(), DeepCapsNetConfig, routers)
         convs, channels, size = [], c.in_channels, c.image_size
         for out in c.conv_channels:
             convs += [nn.Conv2d(channels, out, 5, stride=2), nn.ReLU(inplace=True)]

@@ -19,12 +19,13 @@ capsule, the largest activity or activation).
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
+from dataclasses import replace
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
-__all__ = ["ParseTrees", "CapsuleNetwork", "routed_parse_trees"]
+__all__ = ["ParseTrees", "CapsuleNetwork", "routed_parse_trees", "network_config"]
 
 
 class ParseTrees(NamedTuple):
@@ -55,6 +56,20 @@ def routed_parse_trees(couplings: torch.Tensor, normalize_over: str, levels: int
     c = couplings.detach().float().clamp_min(0)
     c = c / c.sum(dim=2, keepdim=True).clamp_min(1e-12)
     return ParseTrees(c, levels, normalize_over, dynamics=c)
+
+
+def network_config(config, config_class: type, routers, argument: str = "routers"):
+    """The config a network keeps. A network builds its routers from its config's
+    :class:`~capsule_lab.routing.RouterSpec` (``config.router``), or is given router modules instead (``routers``,
+    the constructor's ``argument``, not None); then it keeps the config with ``router=None``, so that its config
+    never names a routing it does not run. ``ValueError`` unless ``config`` is a ``config_class``, or when neither
+    a spec nor modules say how to route. Chapter 08.
+    """
+    if not isinstance(config, config_class):
+        raise ValueError(f"config must be a {config_class.__name__}, got {type(config).__name__}")
+    if routers is None and config.router is None:
+        raise ValueError(f"config.router is None (a network that was given router modules): pass {argument}=")
+    return config if routers is None else replace(config, router=None)
 
 
 class CapsuleNetwork(nn.Module, metaclass=ABCMeta):
