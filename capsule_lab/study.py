@@ -28,6 +28,8 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import nn
 
+from ._checks import check_positive_int
+
 __all__ = ["RESULTS", "same_start", "shipped_results"]
 
 #: The longer runs and searches shipped with the package (``capsule_lab/results``).
@@ -41,8 +43,7 @@ def same_start(seed: int, backbone: Callable[[], nn.Module], build: Callable[[],
     weights the network takes (None: every weight the reference has); every one of them must fit the network, else
     ``RuntimeError``. Chapters 07–08.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    check_positive_int(seed, "seed", minimum=0)
     share = None if share is None else set(share)
     torch.manual_seed(seed)
     reference = backbone()
