@@ -37,6 +37,10 @@ module                     concept                                              
                            results
 ``profiles``               quick and full settings, per chapter too; seeds, threads, device          01–08
 ``tolerance``              a number from training checked within its stated band (``expect``)        02–07
+``stats``                  the tests every verdict uses: paired t over seeds, exact and pooled        04–08
+                           McNemar over test images, equivalence (TOST), Holm's correction, the
+                           binomial standard error; a claim's verdict (supported, contradicted,
+                           undecided), untestable at a ceiling or before convergence
 ``gradients``              the gradient through routing by hand: the two terms, the coupling         03
                            Jacobian
 ``diagnostics``            what a trained network's capsules do: activation and routing statistics,  04
@@ -61,6 +65,9 @@ module                     concept                                              
 ``router_bench``           chapter 08's bench: every router on one backbone, trained and measured    08
                            the same way (clean and affine accuracy, time, memory, parse-tree
                            entropy, dyr, dead capsules), records cached; McNemar's test
+``bench_claims``           each paper's claim about routing as the paper states it (source, quote,    08
+                           setting), the course's own questions labelled so, and their verdicts
+                           on the bench's records
 ``smoke``                  the full profile proven without a GPU: every chapter's study, its         08
                            networks at the papers' size and its data pipeline, two training steps
                            and one evaluation batch each

@@ -257,7 +257,7 @@ class RouterBenchSettings:
 ROUTERS_07 = ("dynamic", "similarity", "connectionist")
 #: Chapter 08's routers, in the order the bench runs and the chapter shows them.
 ROUTERS_08 = ("dynamic r=1", "dynamic r=3", "dynamic r=5", "detached", "uniform", "rem-pruned", "ladder",
-              "similarity", "connectionist", "self-attention")
+              "similarity", "connectionist", "self-attention", "dynamic r=3 normed", "ladder matched")
 
 CHAPTER_SETTINGS = {
     # Quick: 3 epochs on 3k digits keep the three runs of chapter 03 under a minute on 2 CPU cores.

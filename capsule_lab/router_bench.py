@@ -15,7 +15,10 @@ measures it (:func:`measure_network`). The routers (:data:`ROUTERS`):
   (chapter 06);
 - ``similarity`` and ``connectionist``: Faria's learned routers (chapter 07);
 - ``self-attention``: Efficient-CapsNet's non-iterative self-attention routing, the modern baseline
-  (:class:`~capsule_lab.routing.SelfAttentionRouter`).
+  (:class:`~capsule_lab.routing.SelfAttentionRouter`);
+- two controls, which change one thing each so that a comparison isolates routing: ``dynamic r=3 normed`` (r = 3 on
+  Faria's normalised votes, the votes the learned routers get) and ``ladder matched`` (the ladder with its hidden
+  widths cut by :func:`matched_ladder_widths`, so that it has the CapsNet's number of parameters).
 
 Each is a :class:`BenchEntry` (:data:`ROUTERS`): the :class:`~capsule_lab.routing.Router` of the backbone's class
 layer (and the votes it is given: Faria's routers get their paper's normalised votes, the others Sabour's W u), REM's
@@ -67,6 +70,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
+from . import stats
 from ._checks import check_one_of, check_positive_int
 from .cost import inference_seconds, peak_memory, training_step, training_step_seconds
 from .data import affine_test_set, load_dataset
@@ -74,20 +78,22 @@ from .diagnostics import activation_stats, routing_dynamics
 from .layers import VOTES
 from .models import CapsNet, LadderCapsNet, LadderCapsNetConfig
 from .models.capsnet import BackboneConfig
-from .profiles import RouterBenchSettings
+from .profiles import RouterBenchSettings, chapter_settings
 from .rem import global_magnitude_prune, keys_per_class, parse_tree_dictionary, routing_entropy
 from .routing import ConnectionistRouter, DetachedRouter, DynamicRouter, Router, SelfAttentionRouter, SimilarityRouter
 from .routing import UniformRouter
 from .study import RESULTS, same_start
 from .training import fit, outputs
 
-__all__ = ["BenchEntry", "ROUTERS", "RECORD_FIELDS", "BENCH_VERSION", "bench_data", "build_network", "measure_network",
+__all__ = ["BenchEntry", "ROUTERS", "matched_ladder_widths", "RECORD_FIELDS", "BENCH_VERSION", "bench_data", "build_network", "measure_network",
            "record_key", "train_record", "run_router_bench", "write_results", "summarize_records", "mcnemar_test",
-           "default_cache", "SHIPPED_CACHE"]
+           "default_cache", "SHIPPED_CACHE", "LONGER_RUN", "shipped_longer_run"]
 
 #: The version of a record's meaning, part of every cache key; a new version leaves old cached records unread.
 BENCH_VERSION = 1
 SHIPPED_CACHE = Path(str(RESULTS / "router_bench"))
+#: The longer run's records (``scripts/router_bench_longer_run.py``); its provenance is ``router_bench_long.json``.
+LONGER_RUN = Path(str(RESULTS / "router_bench_long"))
 
 #: The fields of a record, in the CSV's column order (``correct`` and ``affine_correct`` stay out of the CSV).
 RECORD_FIELDS = ("router", "seed", "dataset", "accuracy", "affine_accuracy", "test_size", "parameters",
@@ -126,6 +132,33 @@ def _ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
     return LadderCapsNet(replace(config, **backbone, classes=c.classes, class_dim=c.class_dim))
 
 
+def matched_ladder_widths(settings: RouterBenchSettings) -> tuple[int, int]:
+    """The hidden widths (w, w // 2) of the matched ladder's networks f, f^reg and p: the w in 1–128 that brings the
+    ladder's parameters closest to the backbone CapsNet's. Quick profile: (6, 3), 362,378 parameters against the
+    slim CapsNet's 355,488 (the ladder's (64, 32) give 1,868,928, 5.3×); full: (11, 5), 6,791,354 against 6,804,224.
+    Counted on the meta device, so nothing is allocated. Chapter 08.
+    """
+    with torch.device("meta"):
+        target = sum(p.numel() for p in CapsNet(settings.capsnet).parameters())
+        config = _ladder_network(settings).config
+
+        def size(w):
+            widths = (w, max(1, w // 2))
+            return sum(p.numel() for p in LadderCapsNet(replace(config, widths=widths,
+                                                                contribution_widths=widths)).parameters())
+
+        w = min(range(1, 129), key=lambda w: abs(size(w) - target))
+    return w, max(1, w // 2)
+
+
+def _matched_ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
+    """The ladder cut to the CapsNet's number of parameters (:func:`matched_ladder_widths`): the control that
+    separates what the ladder's layers do from what its 5× more parameters do."""
+    widths = matched_ladder_widths(settings)
+    config = _ladder_network(settings).config
+    return LadderCapsNet(replace(config, widths=widths, contribution_widths=widths))
+
+
 #: The bench's routers by name (:data:`capsule_lab.profiles.ROUTERS_08`).
 ROUTERS = {
     "dynamic r=1": BenchEntry(lambda s: DynamicRouter(1)),
@@ -140,6 +173,8 @@ ROUTERS = {
     "connectionist": BenchEntry(lambda s: ConnectionistRouter(s.capsnet.class_dim, hidden=s.lstm_hidden,
                                                               iterations=s.iterations), votes="normalized"),
     "self-attention": BenchEntry(lambda s: SelfAttentionRouter(s.capsnet.primary_caps, s.capsnet.classes)),
+    "dynamic r=3 normed": BenchEntry(lambda s: DynamicRouter(3), votes="normalized"),
+    "ladder matched": BenchEntry(network=_matched_ladder_network),
 }
 
 
@@ -399,22 +434,32 @@ def summarize_records(records: list, measures=("accuracy", "affine_accuracy", "t
 
 
 def mcnemar_test(correct_a: str, correct_b: str) -> dict:
-    """McNemar's exact test of two classifiers on the same test images: are their error rates different?
-
-    ``correct_a`` and ``correct_b`` are a record's ``correct`` strings (one 0/1 per image, same images). Only the
-    images where they disagree count: b = a right and b wrong, c = the reverse; under the null hypothesis each
-    disagreement goes either way with probability ½, so the two-sided p-value is
-    ``min(1, 2 · P(X ≤ min(b, c)))`` for X ~ Binomial(b + c, ½). Returns ``{"a_only", "b_only", "p_value"}``.
-    Chapter 08.
+    """McNemar's exact test of two classifiers on the same test images (:func:`capsule_lab.stats.mcnemar_test`), as
+    a dict ``{"a_only", "b_only", "p_value"}``: b = images right for A only, c = right for B only, and the two-sided
+    p-value ``min(1, 2 · P(X ≤ min(b, c)))`` for X ~ Binomial(b + c, ½). Chapter 08.
     """
-    for name, value in (("correct_a", correct_a), ("correct_b", correct_b)):
-        if not isinstance(value, str) or not value or set(value) - {"0", "1"}:
-            raise ValueError(f"{name} must be a non-empty string of 0s and 1s (a record's 'correct')")
-    if len(correct_a) != len(correct_b):
-        raise ValueError(f"correct_a and correct_b must cover the same images, got {len(correct_a)} and "
-                         f"{len(correct_b)} characters")
-    b = sum(x == "1" and y == "0" for x, y in zip(correct_a, correct_b))
-    c = sum(x == "0" and y == "1" for x, y in zip(correct_a, correct_b))
-    n = b + c
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n if n else 1.0
-    return {"a_only": b, "b_only": c, "p_value": min(1.0, 2 * tail)}
+    result = stats.mcnemar_test(correct_a, correct_b)
+    return {"a_only": result.a_only, "b_only": result.b_only, "p_value": result.p_value}
+
+
+def shipped_longer_run() -> tuple[RouterBenchSettings, list, dict]:
+    """The bench's longer run as shipped: ``(settings, records, provenance)``, the settings rebuilt from the
+    provenance ``scripts/router_bench_longer_run.py`` wrote (``capsule_lab/results/router_bench_long.json``: the
+    quick profile's with its own sizes, epochs and seeds) and the records read from its cache, in the settings'
+    router and seed order. Chapter 08.
+    """
+    report = json.loads(LONGER_RUN.with_suffix(".json").read_text())
+    provenance, saved = report["provenance"], report["provenance"]["settings"]
+    quick = chapter_settings("08", "quick")
+    settings = replace(quick, train_size=saved["train_size"], test_size=saved["test_size"],
+                       seeds=tuple(saved["seeds"]), rem_rounds=saved["rem_rounds"], routers=tuple(saved["routers"]),
+                       schedule=replace(quick.schedule, **saved["schedule"]))
+    if asdict(settings) != saved:
+        raise ValueError("the longer run was trained with settings that differ from the quick profile's in more than "
+                         "sizes, epochs and seeds: rerun scripts/router_bench_longer_run.py")
+    missing = [(name, seed) for name in settings.routers for seed in settings.seeds
+               if not (LONGER_RUN / f"{record_key(name, seed, settings)}.json").exists()]
+    if missing:
+        raise ValueError(f"{LONGER_RUN} lacks the records of {missing}: rerun scripts/router_bench_longer_run.py")
+    records = run_router_bench(settings, cache=LONGER_RUN, device="cpu", progress=False)
+    return settings, records, provenance

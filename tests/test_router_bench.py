@@ -269,10 +269,40 @@ def test_figures_draw_the_summary():
     points = [c.lines[0].get_xydata()[0].tolist() for c in ax.containers]             # each router's (x, y)
     assert [[40.0, 80.0], [400.0, 70.0]] == [[round(x, 6), round(y, 6)] for x, y in points]
     assert ax.get_xscale() == "log"
-    assert accuracy_time_figure(summary).get_figwidth() <= 7.5
+    assert [m.get_marker() for c in ax.containers for m in c.lines[:1]] == ["o", "s"]     # a marker per router
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and all(t.replace(".", "").isdigit() for t in labels), labels     # plain numbers, no 2×10¹
+    assert not [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    figure = accuracy_time_figure(summary)
+    assert figure.get_figwidth() <= 7.5
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == ["a", "b"]
+    bars = plt.subplots()[1]
+    plot_measure(bars, {"a": {"seeds": 3, "dead_class": (0.0, 0.0, 0.0)}}, "dead_class")
+    assert bars.get_xlim() == (0.0, 1.0)                                                 # all zero: an axis from 0
     assert len([a for a in measures_figure(summary, ("accuracy", "dyr"), columns=2).axes if a.get_visible()]) == 2
     with pytest.raises(ValueError, match="measure must be one of"):
         plot_measure(ax, summary, "speed")
     with pytest.raises(ValueError, match="summary must be"):
         accuracy_time_figure({})
     plt.close("all")
+
+
+def test_the_controls_change_one_thing_each():
+    """dynamic r=3 normed is r = 3 on Faria's votes; ladder matched is the ladder with the CapsNet's parameter count,
+    the nearest any width (w, w // 2) gives — counted here on real tensors, not on the meta device."""
+    from capsule_lab.models import CapsNet
+
+    normed = rb.build_network("dynamic r=3 normed", QUICK, seed=0)
+    plain = rb.build_network("dynamic r=3", QUICK, seed=0)
+    assert normed.config.votes == "normalized" and plain.config.votes == "plain"
+    assert all(torch.equal(a, b) for a, b in zip(normed.parameters(), plain.parameters()))
+    capsnet = sum(p.numel() for p in CapsNet(QUICK.capsnet).parameters())
+    matched = sum(p.numel() for p in rb.build_network("ladder matched", QUICK, seed=0).parameters())
+    ladder = sum(p.numel() for p in rb.build_network("ladder", QUICK, seed=0).parameters())
+    assert rb.matched_ladder_widths(QUICK) == (6, 3)
+    assert abs(matched - capsnet) / capsnet < 0.03 and ladder > 5 * capsnet
+    net = rb.build_network("ladder matched", QUICK, seed=0)
+    for w in (5, 7):
+        other = LadderCapsNet(replace(net.config, widths=(w, w // 2), contribution_widths=(w, w // 2)))
+        assert abs(sum(p.numel() for p in other.parameters()) - capsnet) > abs(matched - capsnet)

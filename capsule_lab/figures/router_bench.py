@@ -14,7 +14,7 @@ import numpy as np
 
 from .style import MAX_FIGURE_WIDTH
 
-__all__ = ["MEASURE_LABELS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure", "measures_figure"]
+__all__ = ["MEASURE_LABELS", "MARKERS", "COLORS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure", "measures_figure"]
 
 #: How each measure is labelled on an axis, and the factor it is drawn with.
 MEASURE_LABELS = {
@@ -56,28 +56,62 @@ def _value(row: dict, measure: str, scale: float) -> tuple[float, float]:
     return mean * scale, (se or 0.0) * scale
 
 
+#: One marker per router (with its colour), so that a router is told apart by shape as well as by colour.
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">", "h", "*", "p")
+
+
+#: The routers' colours, matplotlib's ten and then black and dark gold, so that twelve routers never share one.
+COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "#000000", "#8c6d31")
+
+
+def _style(k: int) -> dict:
+    return {"color": COLORS[k % len(COLORS)], "marker": MARKERS[k % len(MARKERS)]}
+
+
+def _plain_log_ticks(ax, values) -> None:
+    """Major ticks of a log x axis at 1, 2, 5 × 10^k within the data, written as plain numbers; no minor labels."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, StrMethodFormatter
+    finite = [v for v in values if np.isfinite(v) and v > 0]
+    if not finite:
+        return
+    low, high = min(finite) / 1.5, max(finite) * 1.5
+    ticks = [m * 10 ** e for e in range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+             for m in (1, 2, 5) if low <= m * 10 ** e <= high]
+    ax.set_xlim(low, high)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def plot_accuracy_time(ax, summary: dict, measure: str = "accuracy", time: str = "train_step_ms") -> None:
-    """On ``ax``: each router's mean ``measure`` (an accuracy) against its mean ``time`` (log axis), with the
-    standard errors over seeds as error bars and the router's name beside its point. Chapter 08."""
+    """On ``ax``: each router's mean ``measure`` (an accuracy) against its mean ``time`` (log axis, ticks as plain
+    numbers), with the standard errors over seeds as error bars; each router has its own colour and marker, and its
+    name as the series label (for a legend). Chapter 08."""
     summary = _check_summary(summary)
     label, scale = _check_measure(measure)
     time_label, _ = _check_measure(time)
+    xs = []
     for k, (name, row) in enumerate(summary.items()):
         x, dx = _value(row, time, 1)
         y, dy = _value(row, measure, scale)
-        ax.errorbar(x, y, xerr=dx, yerr=dy, fmt="o", ms=4, capsize=2, color=f"C{k % 10}")
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        ax.errorbar(x, y, xerr=dx, yerr=dy, fmt=_style(k)["marker"], color=_style(k)["color"], ms=5, capsize=2,
+                    label=name)
+        xs.append(x)
     ax.set_xscale("log")
+    _plain_log_ticks(ax, xs)
     ax.set_xlabel(time_label)
     ax.set_ylabel(label)
-    ax.grid(alpha=0.3, which="both")
+    ax.grid(alpha=0.3, which="major")
 
 
 def accuracy_time_figure(summary: dict, time: str = "train_step_ms"):
-    """Two panels, clean and affine test accuracy against the time of a training step. Chapter 08."""
-    fig, axes = plt.subplots(1, 2, figsize=(MAX_FIGURE_WIDTH, 3.4), constrained_layout=True)
+    """Two panels, clean and affine test accuracy against the time of a training step, and one legend of the
+    routers below them. Chapter 08."""
+    fig, axes = plt.subplots(1, 2, figsize=(MAX_FIGURE_WIDTH, 4.2), constrained_layout=True)
     for ax, measure in zip(axes, ("accuracy", "affine_accuracy")):
         plot_accuracy_time(ax, summary, measure, time)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle("accuracy against cost (mean over seeds ± standard error)", fontsize=9)
     return fig
 
@@ -91,10 +125,12 @@ def plot_measure(ax, summary: dict, measure: str) -> None:
     values = [_value(summary[n], measure, scale) for n in names]
     y = np.arange(len(names))
     means = [0 if np.isnan(m) else m for m, _ in values]
-    ax.barh(y, means, xerr=[e for _, e in values], color=[f"C{k % 10}" for k in range(len(names))], capsize=2)
+    ax.barh(y, means, xerr=[e for _, e in values], color=[_style(k)["color"] for k in range(len(names))], capsize=2)
     for k, (m, _) in enumerate(values):
         if np.isnan(m):
             ax.text(0, k, " n/a", va="center", fontsize=7)
+    top = max([m + e for m, e in values if not np.isnan(m)] + [0.0])
+    ax.set_xlim(0, top * 1.08 if top > 0 else 1.0)        # all zero (no dead capsule): an axis from 0, not ±0.04
     ax.set_yticks(y, names, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel(label, fontsize=8)

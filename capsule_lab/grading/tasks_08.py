@@ -22,6 +22,8 @@ from ..capsules import squash
 from ..data import affine_test_set, load_mnist
 from ..profiles import chapter_settings
 from ..router_bench import BenchEntry, mcnemar_test, run_router_bench, summarize_records
+from ..stats import binomial_standard_error, paired_t_test, pooled_mcnemar_test
+from ..stats import mcnemar_test as stats_mcnemar_test
 from ..routing import Router, RoutingResult, dynamic_routing
 from .tasks import Case, Task, WrongAnswer, generator, register
 
@@ -331,20 +333,21 @@ register(
               "the sample standard deviation (n − 1) divided by √n — nan when one value is left; both as float64 "
               "scalar tensors (chapter 08, §4 the table).",
          outputs=("mean", "standard error"), wrong_answers=_SUMMARY_WRONG, function="mean_and_stderr",
-         answers=(summarize_records,)),
+         answers=(summarize_records, paired_t_test, binomial_standard_error)),
     Task("08.mcnemar", "Bug hunt: McNemar's exact test of two routers on the same images", 2, _ref_mcnemar,
          _mcnemar_cases,
          hint="b = images a gets right and b wrong, c = the reverse; only those b + c images are trials: "
               "p = min(1, 2 · P(X ≤ min(b, c))) for X ~ Binomial(b + c, ½), and p = 1 when b + c = 0 (chapter 08, "
               "§6 is a difference real?).",
          outputs=("p-value",), wrong_answers=_MCNEMAR_WRONG, function="mcnemar_p", kind="bug hunt",
-         returns_number=True, answers=(mcnemar_test,)),
+         returns_number=True, answers=(mcnemar_test, stats_mcnemar_test, pooled_mcnemar_test)),
     Task("08.predict_p_value", "Prediction: is 12 against 2 a difference?", 1, _ref_predict_p_value,
          lambda: [Case("your prediction", (), grad="none")],
          hint="only the 14 disagreements count: p = 2 · P(X ≤ 2) for X ~ Binomial(14, ½) = 2 · (1 + 14 + 91) / 2¹⁴ "
               "(chapter 08, §6 is a difference real?).",
          outputs=("p-value",), wrong_answers=_PREDICT_WRONG, function="predict_p_value", kind="prediction",
-         returns_number=True, atol=0.002, rtol=0.0, answers=(mcnemar_test,)),
+         returns_number=True, atol=0.002, rtol=0.0,
+         answers=(mcnemar_test, stats_mcnemar_test, pooled_mcnemar_test)),
     Task("08.new_router", "Mini-experiment: a router of your own on the bench", 2, _ref_new_router,
          _experiment_cases,
          hint="route with r = 3 iterations of dynamic routing whose couplings are softmax(b / T) over the outputs, "
