@@ -11,8 +11,9 @@ A :class:`Claim` keeps apart three things a careless table mixes up:
 
 :func:`claim_verdicts` tests every claim on a bench's records with :mod:`capsule_lab.stats`: a paired t test over
 seeds, Holm's correction over the whole table, and *undecided* where the claim cannot be tested — a router that has
-not converged (:func:`~capsule_lab.stats.converged` on every seed's training accuracy) or an entropy within
-:data:`CEILING_BITS` of its ceiling (:func:`~capsule_lab.stats.at_ceiling`). Beside each verdict it gives the pooled
+not converged (:func:`~capsule_lab.stats.converged` on every seed's training accuracy; a step's time is exempt), an
+entropy within :data:`CEILING_BITS` of its ceiling (:func:`~capsule_lab.stats.at_ceiling`), or times measured on
+different devices or thread counts. Beside each verdict it gives the pooled
 McNemar test of the same two routers on the test images (:func:`~capsule_lab.stats.pooled_mcnemar_test`), the
 evidence about these trained networks rather than about training.
 """
@@ -190,9 +191,10 @@ def entropy_ceiling(labels) -> float:
 def claim_verdicts(records: list, claims=CLAIMS, alpha: float = 0.05, ceiling: float | None = None) -> list:
     """Test every claim on a bench's ``records`` (:func:`~capsule_lab.router_bench.run_router_bench`): one
     :class:`ClaimRow` per claim, in order. The claims are one family (Holm); a claim is *undecided — not testable*
-    when a router it names has a seed that is not converged (:data:`CONVERGENCE`) or, for entropy, when either
-    router's mean lies within :data:`CEILING_BITS` of ``ceiling`` (bits, :func:`entropy_ceiling` of the test
-    labels; needed when a claim is about entropy). Chapter 08.
+    when a router it names has a seed that is not converged (:data:`CONVERGENCE`; not asked of a step's time); for
+    entropy, when either router's mean lies within :data:`CEILING_BITS` of ``ceiling`` (bits, :func:`entropy_ceiling`
+    of the test labels; needed when a claim is about entropy); for time, when the two routers' records were timed on
+    different devices or thread counts. Chapter 08.
     """
     if not isinstance(records, list) or not records:
         raise ValueError("records must be a non-empty list of run_router_bench's records")
@@ -206,10 +208,11 @@ def claim_verdicts(records: list, claims=CLAIMS, alpha: float = 0.05, ceiling: f
         for name in (claim.a, claim.b):
             if name not in by_router:
                 raise ValueError(f"claim {claim.question!r} names router {name!r}, which the records do not hold")
-    comparisons, untestable, pooled, seeds_used = {}, {}, {}, {}
+    comparisons, untestable, pooled, seeds_used, epochs = {}, {}, {}, {}, {}
     for k, claim in enumerate(claims):
         seeds = sorted(set(by_router[claim.a]) & set(by_router[claim.b]))
         seeds_used[k] = len(seeds)
+        epochs[k] = tuple(max(len(by_router[name][s]["train_accuracy"]) for s in seeds) for name in (claim.a, claim.b))
         if len(seeds) < 2:
             raise ValueError(f"claim {claim.question!r} needs at least 2 seeds of both routers, got {seeds}")
         lower, log = MEASURES[claim.measure]
@@ -218,11 +221,18 @@ def claim_verdicts(records: list, claims=CLAIMS, alpha: float = 0.05, ceiling: f
         b = [value(by_router[claim.b][s][claim.measure]) for s in seeds]
         comparisons[k] = stats.compare(a, b, claim.kind, claim.margin, lower_is_better=lower, alpha=alpha)
         why = []
-        for name in dict.fromkeys((claim.a, claim.b)):
+        for name in dict.fromkeys((claim.a, claim.b)) if not log else ():      # a step's time needs no convergence
             late = [s for s in seeds if not stats.converged(by_router[name][s]["train_accuracy"], CONVERGENCE)]
             if late:
                 why.append(f"{name} not converged (seeds {', '.join(map(str, late))}: the last epoch moved the "
                            f"training accuracy by {CONVERGENCE * 100:g} points or more)")
+        if log:                                           # times compare only on the same device and thread count
+            machines = {name: sorted({(by_router[name][s].get("device"), by_router[name][s].get("threads"))
+                                      for s in seeds}, key=str) for name in (claim.a, claim.b)}
+            if len(set(map(tuple, machines.values()))) > 1 or len(machines[claim.a]) > 1:
+                why.append("timed on different devices or thread counts (" + "; ".join(
+                    f"{name}: " + ", ".join(f"{d} with {t} thread{'s' if t != 1 else ''}" for d, t in found)
+                    for name, found in machines.items()) + ")")
         if claim.measure == "entropy":
             if ceiling is None:
                 raise ValueError("ceiling must be given (entropy_ceiling of the test labels) for a claim about entropy")
@@ -239,7 +249,7 @@ def claim_verdicts(records: list, claims=CLAIMS, alpha: float = 0.05, ceiling: f
             pooled[k] = stats.pooled_mcnemar_test([(by_router[claim.a][s][field], by_router[claim.b][s][field])
                                                    for s in seeds])
     verdicts = stats.decide(comparisons, alpha, untestable)
-    return [ClaimRow(claim, replace(verdicts[k], extra={"seeds": seeds_used[k]}), pooled.get(k))
+    return [ClaimRow(claim, replace(verdicts[k], extra={"seeds": seeds_used[k], "epochs": epochs[k]}), pooled.get(k))
             for k, claim in enumerate(claims)]
 
 
@@ -261,6 +271,9 @@ def describe(row: ClaimRow) -> str:
     margin = {"accuracy": f"{100 * claim.margin:.1f} points", "affine_accuracy": f"{100 * claim.margin:.1f} points",
               "entropy": f"{claim.margin:g} bits", "train_step_ms": f"{math.exp(claim.margin):g}×"}[claim.measure]
     head = f"[{claim.chapter}] {claim.question} ({claim.paper}, {claim.source})"
+    a_epochs, b_epochs = v.extra.get("epochs", (None, None))
+    if a_epochs != b_epochs:
+        head += f"\n     budgets differ: {claim.a} trained {a_epochs} epochs, {claim.b} {b_epochs}"
     if v.p_support is None:
         return f"{head}\n     {v.outcome.upper()}: {v.reason}"
     low, high = v.interval

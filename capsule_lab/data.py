@@ -350,9 +350,12 @@ def apply_affine(images: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
 
 
 def affine_test_set(data: TensorDataset, seed: int = 0, strength: float = 1.0, **ranges) -> TensorDataset:
-    """An affNIST-like copy of a test set: every image under its own seeded affine map, same labels.
+    """A copy of a test set with every image under its own seeded affine map (:func:`affine_transform`: rotation,
+    shear and scale of affNIST's kinds and ranges, times ``strength``), same labels. It is not affNIST: the maps act
+    on the digit's own 28×28 frame (no 40×40 canvas, no translation), where an enlarged or sheared digit can be cut
+    at the edge, so its errors cannot be set beside affNIST's.
 
-    Chapters 03 and 04.
+    Chapters 03, 04 and 08.
     """
     if not isinstance(data, TensorDataset) or len(data.tensors) < 2:
         raise ValueError("data must be a TensorDataset of (images, labels)")

@@ -442,19 +442,23 @@ def mcnemar_test(correct_a: str, correct_b: str) -> dict:
     return {"a_only": result.a_only, "b_only": result.b_only, "p_value": result.p_value}
 
 
-def shipped_longer_run() -> tuple[RouterBenchSettings, list, dict]:
+def shipped_longer_run(report: str = "router_bench_long") -> tuple[RouterBenchSettings, list, dict]:
     """The bench's longer run as shipped: ``(settings, records, provenance)``, the settings rebuilt from the
-    provenance ``scripts/router_bench_longer_run.py`` wrote (``capsule_lab/results/router_bench_long.json``: the
-    quick profile's with its own sizes, epochs and seeds) and the records read from its cache, in the settings'
-    router and seed order. Chapter 08.
+    provenance ``scripts/router_bench_longer_run.py`` wrote (``capsule_lab/results/{report}.json``: the quick
+    profile's with its own routers, sizes, epochs and seeds) and the records read from its cache
+    (:data:`LONGER_RUN`), in the settings' router and seed order. ``report``: ``"router_bench_long"`` (every router,
+    12 epochs) or ``"router_bench_long_ladder"`` (the two ladders, 20 epochs). Chapter 08.
     """
-    report = json.loads(LONGER_RUN.with_suffix(".json").read_text())
+    path = Path(str(RESULTS / f"{report}.json"))
+    if not path.exists():
+        raise ValueError(f"no longer run named {report!r}: {path} does not exist")
+    report = json.loads(path.read_text())
     provenance, saved = report["provenance"], report["provenance"]["settings"]
     quick = chapter_settings("08", "quick")
     settings = replace(quick, train_size=saved["train_size"], test_size=saved["test_size"],
                        seeds=tuple(saved["seeds"]), rem_rounds=saved["rem_rounds"], routers=tuple(saved["routers"]),
                        schedule=replace(quick.schedule, **saved["schedule"]))
-    if asdict(settings) != saved:
+    if json.loads(json.dumps(asdict(settings), default=str)) != saved:       # as JSON: tuples read back as lists
         raise ValueError("the longer run was trained with settings that differ from the quick profile's in more than "
                          "sizes, epochs and seeds: rerun scripts/router_bench_longer_run.py")
     missing = [(name, seed) for name in settings.routers for seed in settings.seeds

@@ -294,7 +294,8 @@ def compare(a, b, kind: str, margin: float = 0.0, *, lower_is_better: bool = Fal
     ``"not worse"``       H0: d ≤ −margin (A is not behind by margin)     H0: d ≥ −margin (A is behind by more)
     ====================  ==============================================  ============================================
 
-    ``"better"`` with margin 0 is contradicted only when A is significantly behind.
+    ``"better"`` with margin 0 is contradicted only when A is significantly behind; with a margin, also when A is
+    ahead by significantly less than it (:func:`decide` puts a contradiction first).
     """
     check_one_of(kind, KINDS, "kind")
     margin = check_nonnegative(margin, "margin")
@@ -351,8 +352,10 @@ def decide(comparisons: Mapping[str, Comparison], alpha: float = 0.05,
     """The verdicts of a table of claims: ``{name: Verdict}`` in ``comparisons``' order. Chapter 08.
 
     The family is every p-value of the table that is tested — each testable claim's ``p_support`` and
-    ``p_contradict`` — adjusted together by :func:`holm`. A claim is *supported* when its adjusted ``p_support``
-    < ``alpha``, else *contradicted* when its adjusted ``p_contradict`` < ``alpha``, else *undecided*. A claim named
+    ``p_contradict`` — adjusted together by :func:`holm`. A claim is *contradicted* when its adjusted
+    ``p_contradict`` < ``alpha``, else *supported* when its adjusted ``p_support`` < ``alpha``, else *undecided*. The
+    order matters only for ``"better"``: A ahead, but by less than the margin, rejects both, and a gain smaller than
+    the smallest that matters does not support a claim of being better. A claim named
     in ``untestable`` (``{name: why}``: a saturated measure, an unconverged model) is *undecided* with that reason
     and leaves the family.
     """
@@ -378,7 +381,7 @@ def decide(comparisons: Mapping[str, Comparison], alpha: float = 0.05,
                                      f"not testable: {untestable[name]}")
             continue
         p_for, p_against = next(adjusted), next(adjusted)
-        outcome = "supported" if p_for < alpha else "contradicted" if p_against < alpha else "undecided"
+        outcome = "contradicted" if p_against < alpha else "supported" if p_for < alpha else "undecided"
         verdicts[name] = Verdict(outcome, c.test, alpha, c.margin, p_for, p_against, c.estimate, c.interval, shown)
     return verdicts
 

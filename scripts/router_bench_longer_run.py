@@ -9,12 +9,15 @@ stopped). It then writes ``capsule_lab/results/router_bench_long.json``: provena
 machine, threads, date, seconds) and the records' keys. Chapter 08 reads it with
 :func:`capsule_lab.router_bench.shipped_longer_run`.
 
-    python scripts/router_bench_longer_run.py                  # ~70 min on 2 CPU cores
+    python scripts/router_bench_longer_run.py --epochs 12      # ~90 min on 2 CPU cores
+    python scripts/router_bench_longer_run.py --epochs 20 --routers ladder "ladder matched" \
+        --out capsule_lab/results/router_bench_long_ladder.json  # the ladders, until they converge (~25 min)
     python scripts/router_bench_longer_run.py --quick --out /tmp/x.json   # a smoke test in a minute
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from dataclasses import replace
@@ -31,12 +34,20 @@ from longer_run import parse_arguments, write_report  # noqa: E402
 
 
 def main(argv=None) -> None:
+    routers = None
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = [shlex.quote(a) for a in argv]      # the provenance's command, as typed
+    if "--routers" in argv:                       # a subset of the bench's routers (e.g. the ladders, trained longer)
+        at = argv.index("--routers")
+        end = next((k for k in range(at + 1, len(argv)) if argv[k].startswith("--")), len(argv))
+        routers, argv = tuple(argv[at + 1:end]), argv[:at] + argv[end:]
     args = parse_arguments(__doc__, argv, epochs=10, train_size=6000, test_size=2000, smoke_size=128,
                            out=LONGER_RUN.with_suffix(".json"))
-    if args.seeds == [0, 1, 2] and not args.quick and "--seeds" not in (argv or sys.argv[1:]):
+    if args.seeds == [0, 1, 2] and not args.quick and "--seeds" not in argv:
         args.seeds = [0, 1, 2, 3, 4]
     quick = chapter_settings("08", "quick")
     settings = replace(quick, train_size=args.train_size, test_size=args.test_size, seeds=tuple(args.seeds),
+                       routers=routers or quick.routers,
                        schedule=replace(quick.schedule, epochs=args.epochs),
                        rem_rounds=min(quick.rem_rounds, args.epochs - 1))
     cache = LONGER_RUN if not args.quick else args.out.with_suffix("")
@@ -47,7 +58,7 @@ def main(argv=None) -> None:
               f"{r['train_seconds']:.0f} s{' (cached)' if r['cached'] else ''}", flush=True)
     runs = {"records": [r["key"] for r in records], "cache": str(cache.relative_to(ROOT)) if not args.quick else
             str(cache), "train_seconds": round(sum(r["train_seconds"] for r in records), 1)}
-    write_report("router_bench_longer_run.py", argv, args, settings, started, runs)
+    write_report("router_bench_longer_run.py", command, args, settings, started, runs)
 
 
 if __name__ == "__main__":

@@ -86,8 +86,10 @@ def scipy_outcomes(records, claims, ceiling, alpha=0.05) -> list[str]:
             p_values.append((max(p(-m, "greater"), p(m, "less")), min(1, 2 * min(p(m, "greater"), p(-m, "less")))))
         else:
             p_values.append((p(-m, "greater"), p(-m, "less")))
-        late = any(abs(by[n, s]["train_accuracy"][-1] - by[n, s]["train_accuracy"][-2]) >= bc.CONVERGENCE
-                   for n in (claim.a, claim.b) for s in seeds)
+        late = not log and any(abs(by[n, s]["train_accuracy"][-1] - by[n, s]["train_accuracy"][-2]) >= bc.CONVERGENCE
+                               for n in (claim.a, claim.b) for s in seeds)
+        machines = {(by[n, s]["device"], by[n, s]["threads"]) for n in (claim.a, claim.b) for s in seeds}
+        late = late or (log and len(machines) > 1)
         full = claim.measure == "entropy" and any(
             ceiling - np.mean([by[n, s]["entropy"] for s in seeds]) <= bc.CEILING_BITS for n in (claim.a, claim.b))
         untestable.append(late or full)
@@ -99,7 +101,7 @@ def scipy_outcomes(records, claims, ceiling, alpha=0.05) -> list[str]:
             outcomes.append("undecided")
             continue
         pf, pa = next(adjusted), next(adjusted)
-        outcomes.append("supported" if pf < alpha else "contradicted" if pa < alpha else "undecided")
+        outcomes.append("contradicted" if pa < alpha else "supported" if pf < alpha else "undecided")
     return outcomes
 
 
@@ -107,23 +109,29 @@ def test_the_quick_bench_verdicts_are_scipys_and_all_undecided_before_convergenc
     records = shipped_records(QUICK, SHIPPED_CACHE)
     rows = bc.claim_verdicts(records, ceiling=7.64)
     assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, bc.CLAIMS, 7.64)
-    assert all(r.verdict.outcome == "undecided" and "not converged" in r.verdict.reason for r in rows)
+    assert all(r.verdict.outcome == "undecided" and "not converged" in r.verdict.reason for r in rows
+               if r.claim.measure != "train_step_ms")                      # a step's time needs no convergence
 
 
 @pytest.mark.skipif(not LONGER_RUN.with_suffix(".json").exists(), reason="the longer run is not shipped yet")
 def test_the_longer_run_verdicts_are_scipys():
+    """Chapter 08's verdict table: every router after the longer run's epochs, the ladders after their own run."""
     from capsule_lab.router_bench import shipped_longer_run
     settings, records, _ = shipped_longer_run()
-    assert len(settings.seeds) >= 5
-    ceiling = 7.64
-    rows = bc.claim_verdicts(records, ceiling=ceiling)
-    assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, bc.CLAIMS, ceiling)
+    ladders, ladder_records, _ = shipped_longer_run("router_bench_long_ladder")
+    assert len(settings.seeds) >= 5 and ladders.seeds == settings.seeds
+    assert ladders.schedule.epochs > settings.schedule.epochs and set(ladders.routers) == {"ladder", "ladder matched"}
+    combined = [r for r in records if r["router"] not in ladders.routers] + ladder_records
+    rows = bc.claim_verdicts(combined, ceiling=7.64)
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(combined, bc.CLAIMS, 7.64)
+    assert [r.verdict.outcome for r in bc.claim_verdicts(records, ceiling=7.64)] == \
+        scipy_outcomes(records, bc.CLAIMS, 7.64)
 
 
-def synthetic(router, seed, accuracy, train=(0.98, 0.981), entropy=3.0, step=40.0, correct="1101"):
+def synthetic(router, seed, accuracy, train=(0.98, 0.981), entropy=3.0, step=40.0, correct="1101", threads=2):
     return {"router": router, "seed": seed, "accuracy": accuracy, "affine_accuracy": accuracy - 0.1,
             "entropy": entropy, "train_step_ms": step, "train_accuracy": list(train), "correct": correct,
-            "affine_correct": correct}
+            "affine_correct": correct, "device": "cpu", "threads": threads}
 
 
 def test_undecided_when_a_router_has_not_converged_or_the_entropy_is_saturated():
@@ -136,11 +144,19 @@ def test_undecided_when_a_router_has_not_converged_or_the_entropy_is_saturated()
     assert row.verdict.outcome == "undecided" and "B not converged (seeds 4" in row.verdict.reason
     entropy = bc.Claim("course", "08", "our question", "A has lower entropy", False, "-", "lower?", "A", "B",
                        "entropy", "better", "nothing", origin="course")
-    saturated = [synthetic("A", s, 0.99, entropy=7.3 + 0.01 * s) for s in range(5)] + \
+    saturated = [synthetic("A", s, 0.99, entropy=6.0 + 0.01 * s) for s in range(5)] + \
                 [synthetic("B", s, 0.99, entropy=7.6) for s in range(5)]
     row = bc.claim_verdicts(saturated, [entropy], ceiling=7.64)[0]
     assert row.verdict.outcome == "undecided" and "within 0.5 of its ceiling" in row.verdict.reason
     assert bc.claim_verdicts(saturated, [entropy], ceiling=12.0)[0].verdict.outcome == "supported"
+    faster = bc.Claim("course", "08", "our question", "A is faster", False, "-", "faster?", "A", "B",
+                      "train_step_ms", "better", "nothing", origin="course")
+    timed = [synthetic("A", s, 0.99, step=20.0 + s, train=(0.5, 0.9)) for s in range(5)] + \
+            [synthetic("B", s, 0.99, step=40.0) for s in range(5)]
+    assert bc.claim_verdicts(timed, [faster])[0].verdict.outcome == "supported"       # time needs no convergence
+    one_thread = timed[:5] + [synthetic("B", s, 0.99, step=40.0, threads=1) for s in range(5)]
+    row = bc.claim_verdicts(one_thread, [faster])[0]
+    assert row.verdict.outcome == "undecided" and "cpu with 2 threads; B: cpu with 1 thread)" in row.verdict.reason
     with pytest.raises(ValueError, match="ceiling must be given"):
         bc.claim_verdicts(saturated, [entropy])
     with pytest.raises(ValueError, match="names router 'C'"):
@@ -154,7 +170,9 @@ def test_describe_prints_units_and_the_pooled_mcnemar():
               [synthetic("B", s, 0.95, correct="1100") for s in range(5)]
     text = bc.describe(bc.claim_verdicts(records, [claim])[0])
     assert "SUPPORTED: A's advantage +4.20 points" in text and "10 right for A only, 0 for B only" in text
-    assert "paired t over 5 seeds" in text and "margin 0.5 points" in text
+    assert "paired t over 5 seeds" in text and "margin 0.5 points" in text and "budgets differ" not in text
+    longer = [dict(r, train_accuracy=[0.9] * 18 + [0.98, 0.98]) if r["router"] == "A" else r for r in records]
+    assert "budgets differ: A trained 20 epochs, B 2" in bc.describe(bc.claim_verdicts(longer, [claim])[0])
     timing = bc.Claim("course", "08", "our question", "faster", False, "-", "faster?", "A", "B", "train_step_ms",
                       "better", "nothing", origin="course")
     assert bc.advantage(timing, math.log(2)) == "2.00× as fast"

@@ -306,3 +306,33 @@ def test_the_controls_change_one_thing_each():
     for w in (5, 7):
         other = LadderCapsNet(replace(net.config, widths=(w, w // 2), contribution_widths=(w, w // 2)))
         assert abs(sum(p.numel() for p in other.parameters()) - capsnet) > abs(matched - capsnet)
+
+
+def test_the_longer_run_script_trains_the_quick_bench_longer_and_records_its_provenance(tmp_path, monkeypatch):
+    """scripts/router_bench_longer_run.py: the quick settings with its epochs, sizes and seeds (REM's rounds kept
+    below the epochs), one cache per run, a report that shipped_longer_run can rebuild the settings from."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("router_bench_longer_run",
+                                                  rb.Path(__file__).resolve().parents[1] / "scripts"
+                                                  / "router_bench_longer_run.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    seen = {}
+
+    def fake_bench(settings, data, cache, device):
+        seen.update(settings=settings, cache=cache)
+        return [{"router": n, "seed": s, "key": rb.record_key(n, s, settings), "accuracy": 0.9, "affine_accuracy": 0.8,
+                 "train_seconds": 1.0, "cached": False} for n in settings.routers for s in settings.seeds]
+
+    monkeypatch.setattr(script, "run_router_bench", fake_bench)
+    monkeypatch.setattr(script, "bench_data", lambda settings: None)
+    out = tmp_path / "long.json"
+    script.main(["--epochs", "4", "--seeds", "0", "1", "--train-size", "100", "--test-size", "50", "--threads", "1",
+                 "--out", str(out)])
+    settings = seen["settings"]
+    assert (settings.schedule.epochs, settings.seeds, settings.train_size, settings.rem_rounds) == (4, (0, 1), 100, 2)
+    assert settings.routers == QUICK.routers and settings.capsnet == QUICK.capsnet
+    report = json.loads(out.read_text())
+    assert report["provenance"]["settings"]["schedule"]["epochs"] == 4 and report["provenance"]["seeds"] == [0, 1]
+    assert len(report["runs"]["records"]) == 2 * len(QUICK.routers)
+    torch.set_num_threads(1)

@@ -179,6 +179,14 @@ def test_decide_supports_contradicts_and_adjusts_for_the_family():
     assert "Holm-adjusted α = 0.05" in str(v["A beats B"]) and "margin 0" in str(v["A beats B"])
 
 
+def test_ahead_by_less_than_the_margin_contradicts_a_claim_of_being_better():
+    a, b = [0.990, 0.9902, 0.9898, 0.9901, 0.9899], [0.988, 0.9881, 0.9879, 0.9880, 0.9880]      # +0.2 points
+    c = stats.compare(a, b, "better", margin=0.005)
+    assert c.p_support < 0.01 and c.p_contradict < 0.01
+    assert stats.decide({"x": c})["x"].outcome == "contradicted"
+    assert stats.decide({"x": stats.compare(a, b, "better")})["x"].outcome == "supported"       # margin 0
+
+
 def test_a_claim_that_cannot_be_tested_is_undecided_and_leaves_the_family():
     ahead = ([0.99, 0.991, 0.989], [0.95, 0.951, 0.949])
     comparisons = {"x": stats.compare(*ahead, "better"), "y": stats.compare(*ahead, "better")}
