@@ -48,6 +48,7 @@ def main(argv=None) -> None:
             runs.setdefault(name, {})[str(seed)] = {
                 "clean_accuracy": net.clean_accuracy, "affine_accuracy": net.affine_accuracy,
                 "parameters": net.parameters, "seconds": net.seconds, "train_loss": net.history.train_loss,
+                "train_accuracy": net.history.train_accuracy,
                 "activity_profile": [round(float(a), 5) for a in profiles[name]]}
             print(f"seed {seed} {name:12} clean {net.clean_accuracy:.4f} affine {net.affine_accuracy:.4f} "
                   f"({net.seconds:.0f} s)", flush=True)

@@ -44,7 +44,8 @@ def main(argv=None) -> None:
         for (dataset, router), run in run_routing_study(settings, data, seed=seed).items():
             runs.setdefault(dataset, {}).setdefault(router, {})[str(seed)] = {
                 "accuracy": run.accuracy, "parameters": run.parameters, "router_parameters": run.router_parameters,
-                "seconds": run.seconds, "train_loss": run.history.train_loss, "entropy": run.entropy,
+                "seconds": run.seconds, "train_loss": run.history.train_loss,
+                "train_accuracy": run.history.train_accuracy, "entropy": run.entropy,
                 "largest": run.largest}
             print(f"seed {seed} {dataset:8} {router:13} accuracy {run.accuracy:.4f} ({run.seconds:.0f} s)", flush=True)
     write_report("routing_longer_run.py", argv, args, settings, started, runs)
