@@ -4,8 +4,8 @@ A :class:`Claim` keeps apart three things a careless table mixes up:
 
 - **the paper's claim**: quoted (``quoted=True``) or closely paraphrased from a named section or table
   (``source``), with the setting the paper showed it in (``paper_setting``);
-- **our question**: the comparison the bench can make (``a`` against ``b`` on ``measure``, a :func:`~capsule_lab.stats.compare`
-  ``kind`` with its ``margin``), and what differs between ``a`` and ``b`` besides the variable (``differs``);
+- **our question**: the comparison the bench can make (``a`` against ``b`` on ``measure``, a
+  :func:`~capsule_lab.stats.compare` ``kind`` with its ``margin``), and what differs between ``a`` and ``b`` besides the variable (``differs``);
 - **where they come from**: ``origin="paper"`` for a paper's claim, ``origin="course"`` for a question the course
   asks that no paper answered in these words (it is labelled so, never attributed).
 
@@ -27,8 +27,8 @@ from . import stats
 from ._checks import check_one_of
 
 __all__ = ["Claim", "CLAIMS", "MEASURES", "ACCURACY_MARGIN", "AFFINE_MARGIN", "ENTROPY_MARGIN", "TIME_MARGIN",
-           "CEILING_BITS", "CONVERGENCE", "ClaimRow", "claim_verdicts", "entropy_ceiling", "advantage", "describe",
-           "convergence"]
+           "CEILING_BITS", "CONVERGENCE", "ClaimRow", "claim_verdicts", "entropy_ceiling", "advantage", "margin_text",
+           "describe", "convergence"]
 
 #: The measures a claim may name, with whether lower is better and whether it is compared on a log scale.
 MEASURES = {"accuracy": (False, False), "affine_accuracy": (False, False), "entropy": (True, False),
@@ -75,8 +75,8 @@ class Claim:
                 "train_step_ms": TIME_MARGIN}[self.measure]
 
 
-_SABOUR_SETTING = "Sabour's CapsNet (1,152 primary capsules), all of MNIST with 2-pixel shifts, no decoder for these rows"
-_OURS = "ours: the slim CapsNet (144 primary capsules), no decoder, 6,000 centred digits"
+_SABOUR_SETTING = ("Sabour's CapsNet (1,152 primary capsules), all of MNIST with 2-pixel shifts, no decoder for these "
+                   "rows")
 
 #: The table, in chapter order. ``differs`` names everything besides the routing that differs between a and b.
 CLAIMS = (
@@ -263,13 +263,19 @@ def advantage(claim: Claim, value: float) -> str:
     return f"{math.exp(value):.2f}× as fast"
 
 
+def margin_text(claim: Claim) -> str:
+    """A claim's margin in its units: "0.5 points", "0.5 bits", "1.2×". Chapter 08."""
+    if claim.measure in ("accuracy", "affine_accuracy"):
+        return f"{100 * claim.margin:.1f} points"
+    return f"{claim.margin:g} bits" if claim.measure == "entropy" else f"{math.exp(claim.margin):g}×"
+
+
 def describe(row: ClaimRow) -> str:
     """Two lines for a verdict table: the question and its verdict with the test, α, margin, adjusted p-values,
     A's advantage with its interval in the claim's units, and the pooled McNemar test where there is one.
     Chapter 08."""
     claim, v = row.claim, row.verdict
-    margin = {"accuracy": f"{100 * claim.margin:.1f} points", "affine_accuracy": f"{100 * claim.margin:.1f} points",
-              "entropy": f"{claim.margin:g} bits", "train_step_ms": f"{math.exp(claim.margin):g}×"}[claim.measure]
+    margin = margin_text(claim)
     head = f"[{claim.chapter}] {claim.question} ({claim.paper}, {claim.source})"
     a_epochs, b_epochs = v.extra.get("epochs", (None, None))
     if a_epochs != b_epochs:

@@ -85,9 +85,10 @@ from .routing import UniformRouter
 from .study import RESULTS, same_start
 from .training import fit, outputs
 
-__all__ = ["BenchEntry", "ROUTERS", "matched_ladder_widths", "RECORD_FIELDS", "BENCH_VERSION", "bench_data", "build_network", "measure_network",
-           "record_key", "train_record", "run_router_bench", "write_results", "summarize_records", "mcnemar_test",
-           "default_cache", "SHIPPED_CACHE", "LONGER_RUN", "shipped_longer_run"]
+__all__ = ["BenchEntry", "ROUTERS", "matched_ladder_widths", "RECORD_FIELDS", "BENCH_VERSION", "bench_data",
+           "build_network", "measure_network", "record_key", "train_record", "run_router_bench", "write_results",
+           "summarize_records", "mcnemar_test", "default_cache", "SHIPPED_CACHE", "LONGER_RUN", "longer_run_settings",
+           "shipped_longer_run"]
 
 #: The version of a record's meaning, part of every cache key; a new version leaves old cached records unread.
 BENCH_VERSION = 1
@@ -123,13 +124,20 @@ class BenchEntry:
             raise ValueError("a BenchEntry needs exactly one of router (the class layer's) or network (its own)")
 
 
-def _ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
+def _ladder_config(settings: RouterBenchSettings, widths: Optional[tuple] = None) -> LadderCapsNetConfig:
+    """The bench's ladder on the settings' backbone: the paper's layers at full size, the slim ones otherwise, and
+    ``widths`` (when given) as the hidden widths of f, f^reg and p."""
     c = settings.capsnet
     backbone = {f: getattr(c, f) for f in BackboneConfig.__dataclass_fields__}
     full = c.primary_types == 32
     config = (LadderCapsNetConfig.paper(k=settings.ladder_k, image_size=c.image_size) if full
               else LadderCapsNetConfig.slim(k=settings.ladder_k))
-    return LadderCapsNet(replace(config, **backbone, classes=c.classes, class_dim=c.class_dim))
+    config = replace(config, **backbone, classes=c.classes, class_dim=c.class_dim)
+    return config if widths is None else replace(config, widths=widths, contribution_widths=widths)
+
+
+def _ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
+    return LadderCapsNet(_ladder_config(settings))
 
 
 def matched_ladder_widths(settings: RouterBenchSettings) -> tuple[int, int]:
@@ -140,12 +148,9 @@ def matched_ladder_widths(settings: RouterBenchSettings) -> tuple[int, int]:
     """
     with torch.device("meta"):
         target = sum(p.numel() for p in CapsNet(settings.capsnet).parameters())
-        config = _ladder_network(settings).config
 
         def size(w):
-            widths = (w, max(1, w // 2))
-            return sum(p.numel() for p in LadderCapsNet(replace(config, widths=widths,
-                                                                contribution_widths=widths)).parameters())
+            return sum(p.numel() for p in LadderCapsNet(_ladder_config(settings, (w, max(1, w // 2)))).parameters())
 
         w = min(range(1, 129), key=lambda w: abs(size(w) - target))
     return w, max(1, w // 2)
@@ -154,9 +159,7 @@ def matched_ladder_widths(settings: RouterBenchSettings) -> tuple[int, int]:
 def _matched_ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
     """The ladder cut to the CapsNet's number of parameters (:func:`matched_ladder_widths`): the control that
     separates what the ladder's layers do from what its 5× more parameters do."""
-    widths = matched_ladder_widths(settings)
-    config = _ladder_network(settings).config
-    return LadderCapsNet(replace(config, widths=widths, contribution_widths=widths))
+    return LadderCapsNet(_ladder_config(settings, matched_ladder_widths(settings)))
 
 
 #: The bench's routers by name (:data:`capsule_lab.profiles.ROUTERS_08`).
@@ -442,6 +445,17 @@ def mcnemar_test(correct_a: str, correct_b: str) -> dict:
     return {"a_only": result.a_only, "b_only": result.b_only, "p_value": result.p_value}
 
 
+def longer_run_settings(epochs: int, train_size: int, test_size: int, seeds, routers=None) -> RouterBenchSettings:
+    """The quick bench trained longer (``scripts/router_bench_longer_run.py``): the quick profile's settings with
+    ``epochs``, the sizes, ``seeds`` and ``routers`` (default all), REM's pruning rounds kept below the epochs so the
+    network trains after its last one. Chapter 08."""
+    quick = chapter_settings("08", "quick")
+    check_positive_int(epochs, "epochs")
+    return replace(quick, train_size=train_size, test_size=test_size, seeds=tuple(seeds),
+                   routers=tuple(routers) if routers else quick.routers,
+                   schedule=replace(quick.schedule, epochs=epochs), rem_rounds=min(quick.rem_rounds, epochs - 1))
+
+
 def shipped_longer_run(report: str = "router_bench_long") -> tuple[RouterBenchSettings, list, dict]:
     """The bench's longer run as shipped: ``(settings, records, provenance)``, the settings rebuilt from the
     provenance ``scripts/router_bench_longer_run.py`` wrote (``capsule_lab/results/{report}.json``: the quick
@@ -454,10 +468,8 @@ def shipped_longer_run(report: str = "router_bench_long") -> tuple[RouterBenchSe
         raise ValueError(f"no longer run named {report!r}: {path} does not exist")
     report = json.loads(path.read_text())
     provenance, saved = report["provenance"], report["provenance"]["settings"]
-    quick = chapter_settings("08", "quick")
-    settings = replace(quick, train_size=saved["train_size"], test_size=saved["test_size"],
-                       seeds=tuple(saved["seeds"]), rem_rounds=saved["rem_rounds"], routers=tuple(saved["routers"]),
-                       schedule=replace(quick.schedule, **saved["schedule"]))
+    settings = longer_run_settings(saved["schedule"]["epochs"], saved["train_size"], saved["test_size"],
+                                   saved["seeds"], saved["routers"])
     if json.loads(json.dumps(asdict(settings), default=str)) != saved:       # as JSON: tuples read back as lists
         raise ValueError("the longer run was trained with settings that differ from the quick profile's in more than "
                          "sizes, epochs and seeds: rerun scripts/router_bench_longer_run.py")

@@ -222,9 +222,9 @@ def pooled_mcnemar_test(pairs) -> McNemar:
 
 @dataclass(frozen=True)
 class Equivalence:
-    """Two one-sided t tests (TOST) of −``margin`` < mean(a − b) < ``margin``: ``p_lower`` tests H0: mean ≤ −margin,
-    ``p_upper`` H0: mean ≥ +margin, ``p_value`` = the larger; ``interval`` is the (1 − 2α) confidence interval,
-    which lies inside ±margin exactly when p_value < α. Chapter 08."""
+    """Two one-sided t tests (TOST) of −``margin`` < mean(a − b) < ``margin``: ``p_lower`` tests
+    H0: mean ≤ −margin, ``p_upper`` H0: mean ≥ +margin, ``p_value`` = the larger; ``interval`` is the (1 − 2α)
+    confidence interval, which lies inside ±margin exactly when p_value < α. Chapter 08."""
 
     mean: float
     se: float
@@ -300,7 +300,8 @@ def compare(a, b, kind: str, margin: float = 0.0, *, lower_is_better: bool = Fal
     check_one_of(kind, KINDS, "kind")
     margin = check_nonnegative(margin, "margin")
     if kind == "equivalent" and margin == 0:
-        raise ValueError("margin must be a number > 0 for an 'equivalent' claim: equivalence within ±0 cannot be shown")
+        raise ValueError("margin must be a number > 0 for an 'equivalent' claim: equivalence within ±0 cannot be "
+                         "shown")
     a, b = _numbers(a, "a"), _numbers(b, "b")
     if lower_is_better:
         a, b = [-x for x in a], [-x for x in b]

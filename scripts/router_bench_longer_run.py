@@ -20,7 +20,6 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +27,7 @@ for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from capsule_lab.profiles import chapter_settings  # noqa: E402
-from capsule_lab.router_bench import LONGER_RUN, bench_data, run_router_bench  # noqa: E402
+from capsule_lab.router_bench import LONGER_RUN, bench_data, longer_run_settings, run_router_bench  # noqa: E402
 from longer_run import parse_arguments, write_report  # noqa: E402
 
 
@@ -45,11 +43,7 @@ def main(argv=None) -> None:
                            out=LONGER_RUN.with_suffix(".json"))
     if args.seeds == [0, 1, 2] and not args.quick and "--seeds" not in argv:
         args.seeds = [0, 1, 2, 3, 4]
-    quick = chapter_settings("08", "quick")
-    settings = replace(quick, train_size=args.train_size, test_size=args.test_size, seeds=tuple(args.seeds),
-                       routers=routers or quick.routers,
-                       schedule=replace(quick.schedule, epochs=args.epochs),
-                       rem_rounds=min(quick.rem_rounds, args.epochs - 1))
+    settings = longer_run_settings(args.epochs, args.train_size, args.test_size, args.seeds, routers)
     cache = LONGER_RUN if not args.quick else args.out.with_suffix("")
     started = time.perf_counter()
     records = run_router_bench(settings, data=bench_data(settings), cache=cache, device="cpu")

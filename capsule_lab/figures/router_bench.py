@@ -14,7 +14,8 @@ import numpy as np
 
 from .style import MAX_FIGURE_WIDTH
 
-__all__ = ["MEASURE_LABELS", "MARKERS", "COLORS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure", "measures_figure"]
+__all__ = ["MEASURE_LABELS", "MARKERS", "COLORS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure",
+           "measures_figure"]
 
 #: How each measure is labelled on an axis, and the factor it is drawn with.
 MEASURE_LABELS = {
