@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -33,10 +34,12 @@ from torch.nn.utils import prune
 
 from ._checks import check_class_index, check_positive_int, check_tensor
 from .layers import CapsuleLayer
+from .routing import DynamicRouter
+from .routing.procedure import check_quantize_levels
 
-__all__ = ["quantize", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class", "dictionary_entropy",
-           "routing_entropy", "class_parse_tree", "coupling_saliency", "prunable_parameters", "global_magnitude_prune", "sparsity",
-           "make_pruning_permanent", "snip_prune", "lobster_step"]
+__all__ = ["quantize", "quantized_inference", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class",
+           "dictionary_entropy", "routing_entropy", "class_parse_tree", "coupling_saliency", "prunable_parameters",
+           "global_magnitude_prune", "sparsity", "make_pruning_permanent", "snip_prune", "lobster_step"]
 
 
 def _check_levels(levels: int) -> int:
@@ -54,6 +57,32 @@ def quantize(c: torch.Tensor, levels: int = 11) -> torch.Tensor:
     if c.numel() and (not torch.isfinite(c).all() or c.min() < 0 or c.max() > 1):
         raise ValueError("c must hold couplings in [0, 1], got values outside it (or nan)")
     return torch.round(c.detach() * (levels - 1)).long()
+
+
+@contextmanager
+def quantized_inference(model: nn.Module, levels: int = 11):
+    """Inside the ``with``, every dynamic router of ``model`` routes its last iteration with the couplings replaced
+    by their bin centres among ``levels`` levels (:func:`capsule_lab.routing.bin_centres`): the REM paper's quantised
+    inference (§3.1.2; its code does the same before the weighted sum). The model's accuracy then depends on K,
+    the paper's Fig. 7; the earlier iterations, and so the couplings' levels, are those of ordinary inference.
+    Restores every router's setting on leaving, even after an error. Chapter 05.
+
+    ``with quantized_inference(model, 11): outputs = model(images)``
+    """
+    check_quantize_levels(levels)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be an nn.Module with dynamic routers, got {type(model).__name__}")
+    routers = [m for m in model.modules() if isinstance(m, DynamicRouter)]
+    if not routers:
+        raise ValueError("model has no DynamicRouter to quantise (quantised inference is defined for dynamic routing)")
+    saved = [r.quantize_levels for r in routers]
+    try:
+        for r in routers:
+            r.quantize_levels = levels
+        yield model
+    finally:
+        for r, value in zip(routers, saved):
+            r.quantize_levels = value
 
 
 def _check_couplings(couplings: torch.Tensor, predictions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -33,11 +34,11 @@ from .data import load_dataset
 from .models import CapsNet
 from .profiles import RemSettings
 from .rem import (class_parse_tree, dictionary_entropy, global_magnitude_prune, keys_per_class, parse_tree_dictionary,
-                  prunable_parameters, snip_prune, sparsity)
+                  prunable_parameters, quantized_inference, snip_prune, sparsity)
 from .training import batches, fit, outputs
 
 __all__ = ["RoutingMeasure", "Step", "RemRun", "rem_study_data", "measure_routing", "chosen_step", "run_rem",
-           "model_at"]
+           "model_at", "accuracy_by_levels", "lowest_levels"]
 
 
 @dataclass
@@ -183,28 +184,58 @@ def rem_study_data(dataset: str, settings: RemSettings, source: str = "offline")
 
 
 def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None, keep_couplings: bool = True,
-                    amp: bool = False) -> RoutingMeasure:
+                    amp: bool = False, quantize_levels: Optional[int] = None) -> RoutingMeasure:
     """Run ``model`` on ``data`` (a reduction of :func:`capsule_lab.training.outputs`: evaluation mode, no gradient,
     ``device``, ``amp``) and keep its accuracy, mean loss (the model's own: margin + reconstruction) and every image's
     couplings, prediction and label (:class:`RoutingMeasure`; the couplings are moved to the CPU). With
-    ``keep_couplings=False`` the couplings are not kept (``couplings`` is None): enough for a validation loss.
+    ``keep_couplings=False`` the couplings are not kept (``couplings`` is None): enough for a validation loss. With
+    ``quantize_levels`` K the model runs under :func:`capsule_lab.rem.quantized_inference` (the paper's Q and REM
+    models: the last routing iteration with its couplings' bin centres), and the couplings kept are those centres.
     Chapter 05.
     """
     if not isinstance(model, CapsNet):
         raise ValueError(f"model must be a capsule_lab.models.CapsNet, got {type(model).__name__}")
     couplings, predictions, labels, loss = [], [], [], 0.0
-    for x, y, out in outputs(model, data, batch_size, device, amp):
-        loss += model.loss(out, x, y).item() * len(y)
-        if keep_couplings:
-            couplings.append(out.couplings.float().cpu())
-        predictions.append(out.scores.argmax(dim=1).cpu())
-        labels.append(y.cpu())
+    with quantized_inference(model, quantize_levels) if quantize_levels is not None else nullcontext():
+        for x, y, out in outputs(model, data, batch_size, device, amp):
+            loss += model.loss(out, x, y).item() * len(y)
+            if keep_couplings:
+                couplings.append(out.couplings.float().cpu())
+            predictions.append(out.scores.argmax(dim=1).cpu())
+            labels.append(y.cpu())
     if not labels:
         raise ValueError("cannot measure on an empty dataset")
     predictions, labels = torch.cat(predictions), torch.cat(labels)
     return RoutingMeasure(accuracy=(predictions == labels).float().mean().item(), loss=loss / len(labels),
                           couplings=torch.cat(couplings) if keep_couplings else None, predictions=predictions,
                           labels=labels, summary_classes=int(model.config.classes))
+
+
+def accuracy_by_levels(model: CapsNet, data: Dataset, levels=(2, 3, 4, 6, 11, 21, 51, 101), batch_size: int = 500,
+                       device=None, amp: bool = False) -> dict:
+    """``{K: accuracy}`` of ``model`` on ``data`` under quantised inference with K levels
+    (:func:`measure_routing` with ``quantize_levels=K``), for every K in ``levels``: the accuracy half of the
+    paper's Fig. 7. Chapter 05."""
+    levels = tuple(levels)
+    if not levels:
+        raise ValueError("levels must name at least one number of quantisation levels K >= 2")
+    return {k: measure_routing(model, data, batch_size, device, keep_couplings=False, amp=amp,
+                               quantize_levels=k).accuracy for k in levels}
+
+
+def lowest_levels(accuracies: dict, reference: float, tolerance: float) -> Optional[int]:
+    """The paper's choice of K (§3.1.2: "the lowest K such that the accuracy does not deteriorate"): the smallest K
+    in ``accuracies`` (``{K: accuracy}``, :func:`accuracy_by_levels`) whose accuracy is at least ``reference`` (the
+    model's accuracy without quantisation) minus ``tolerance`` (what "does not deteriorate" allows, e.g. one binomial
+    standard error of the reference: :func:`capsule_lab.stats.binomial_standard_error`); None when no K qualifies.
+    Chapter 05."""
+    if not isinstance(accuracies, dict) or not accuracies:
+        raise ValueError("accuracies must be a non-empty dict {K: accuracy} (from accuracy_by_levels)")
+    for name, value in (("reference", reference), ("tolerance", tolerance)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    good = [k for k, accuracy in accuracies.items() if accuracy >= reference - tolerance]
+    return min(good) if good else None
 
 
 def chosen_step(steps: list, warmup_epochs: int) -> int:

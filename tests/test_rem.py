@@ -225,3 +225,56 @@ def test_class_parse_tree_is_the_mean_quantised_coupling_by_hand():
         class_parse_tree(c, torch.zeros(4, dtype=torch.long), 1)
     with pytest.raises(ValueError, match="label must be a class index"):
         class_parse_tree(c, predictions, 2)
+
+
+# ------------------------------------------------------------------ quantised inference (§3.1.2)
+
+def test_quantised_routing_is_the_last_iteration_with_bin_centres_by_hand():
+    from capsule_lab.capsules import squash
+    from capsule_lab.routing import bin_centres, dynamic_routing
+    torch.manual_seed(3)
+    votes = torch.randn(2, 7, 4, 5, dtype=torch.float64)
+    plain = dynamic_routing(votes, 3, history=True)
+    last_logits = plain.history[-1].logits                       # the iterations before the last are unchanged
+    c = torch.softmax(last_logits, dim=2)
+    by_hand = torch.round(c * 10) / 10                            # K = 11: centres 0, 0.1, ..., 1
+    expected = squash(torch.einsum("bij,bijd->bjd", by_hand, votes))
+    quantised = dynamic_routing(votes, 3, quantize_levels=11)
+    torch.testing.assert_close(quantised.poses, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(quantised.couplings, by_hand)
+    assert torch.equal(quantize(quantised.couplings, 11), quantize(plain.couplings, 11))   # the same levels
+    assert not torch.allclose(quantised.poses, plain.poses)
+    fine = dynamic_routing(votes, 3, quantize_levels=100001)      # very fine bins: ordinary routing again
+    torch.testing.assert_close(fine.poses, plain.poses, rtol=0, atol=1e-4)
+    torch.testing.assert_close(bin_centres(torch.tensor([0.04, 0.06, 0.149, 0.97]), 11),
+                               torch.tensor([0.0, 0.1, 0.1, 1.0]))
+    for bad in (1, 0, 2.5, True):
+        with pytest.raises(ValueError, match="quantize_levels must be an integer >= 2"):
+            dynamic_routing(votes, 3, quantize_levels=bad)
+
+
+def test_quantized_inference_sets_and_restores_every_dynamic_router():
+    from capsule_lab.models import CapsNet, CapsNetConfig
+    from capsule_lab.rem import quantized_inference
+    torch.manual_seed(0)
+    net = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False)).eval()
+    images = torch.rand(3, 1, 28, 28)
+    with torch.no_grad():
+        plain = net(images)
+        with quantized_inference(net, 6) as same:
+            assert same is net and net.digits.router.quantize_levels == 6
+            assert net.digits.router.route_weights(torch.zeros(1), torch.zeros(1)) is None   # votes are formed
+            quantised = net(images)
+        again = net(images)
+    assert net.digits.router.quantize_levels is None
+    torch.testing.assert_close(again.lengths, plain.lengths, rtol=0, atol=0)
+    assert not torch.allclose(quantised.lengths, plain.lengths)
+    levels = quantised.couplings * 5                               # the couplings returned are on the grid of K = 6
+    torch.testing.assert_close(levels, levels.round(), rtol=0, atol=1e-5)
+    with pytest.raises(RuntimeError):
+        with quantized_inference(net, 11):
+            raise RuntimeError("inside")
+    assert net.digits.router.quantize_levels is None               # restored after an error too
+    with pytest.raises(ValueError, match="no DynamicRouter"):
+        with quantized_inference(torch.nn.Linear(2, 2), 11):
+            pass

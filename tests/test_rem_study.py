@@ -162,3 +162,41 @@ def test_a_long_run_keeps_only_the_last_steps_and_rem_s_model():
     assert [round(s.test.entropy(settings.levels), 6) >= 0 for s in run.pruned] == [True] * 3    # still answers
     with pytest.raises(ValueError, match="were dropped"):
         model_at(run.dense[0], TINY)
+
+
+def test_measure_routing_under_quantised_inference_is_the_model_run_quantised():
+    from capsule_lab.rem import quantized_inference
+    torch.manual_seed(1)
+    model, data = CapsNet(TINY), _data(9, 7)
+    plain = measure_routing(model, data, batch_size=4)
+    quantised = measure_routing(model, data, batch_size=4, quantize_levels=6)
+    with quantized_inference(model, 6), torch.no_grad():
+        out = model.eval()(data.tensors[0])
+    assert torch.equal(quantised.predictions, out.lengths.argmax(dim=1))
+    torch.testing.assert_close(quantised.couplings, out.couplings)
+    assert model.digits.router.quantize_levels is None                       # restored
+    # the couplings' levels are those of ordinary inference: only the last weighted sum changed. (K = 11 here: an
+    # untrained network's couplings sit at 1/J = 0.1, exactly on a bin edge for K = 6, where the vote-free and the
+    # vote-forming forward passes, equal to 1e-7, can round apart.)
+    from capsule_lab.rem import quantize
+    eleven = measure_routing(model, data, batch_size=4, quantize_levels=11)
+    assert torch.equal(quantize(eleven.couplings, 11), quantize(plain.couplings, 11))
+
+
+def test_accuracy_by_levels_and_the_lowest_k_that_keeps_the_accuracy():
+    from capsule_lab.rem_study import accuracy_by_levels, lowest_levels
+    torch.manual_seed(2)
+    model, data = CapsNet(TINY), _data(10, 8)
+    by_k = accuracy_by_levels(model, data, levels=(3, 11), batch_size=4)
+    assert list(by_k) == [3, 11]
+    assert by_k[11] == measure_routing(model, data, batch_size=4, quantize_levels=11).accuracy
+    # by hand: reference 0.90, tolerance 0.01 -> the smallest K at 0.89 or above
+    assert lowest_levels({2: 0.50, 6: 0.895, 11: 0.90, 21: 0.91}, reference=0.90, tolerance=0.01) == 6
+    assert lowest_levels({2: 0.50, 6: 0.88}, reference=0.90, tolerance=0.01) is None
+    assert lowest_levels({11: 0.90, 3: 0.95}, reference=0.90, tolerance=0.0) == 3           # not the order given
+    with pytest.raises(ValueError, match="non-empty dict"):
+        lowest_levels({}, 0.9, 0.01)
+    with pytest.raises(ValueError, match="tolerance must be a number in"):
+        lowest_levels({11: 0.9}, 0.9, -0.1)
+    with pytest.raises(ValueError, match="at least one number"):
+        accuracy_by_levels(model, data, levels=())

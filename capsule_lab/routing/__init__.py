@@ -6,7 +6,8 @@ so every one of them runs in every capsule layer and network of the package. One
 - :mod:`~capsule_lab.routing.router` — what a router is and what it returns: :class:`Router`,
   :class:`RoutingResult` (poses, activations, couplings, logits, history, state), the argument checks;
 - :mod:`~capsule_lab.routing.procedure` — Sabour's Algorithm 1 as the readable loop chapter 02 teaches:
-  :func:`routing_step`, :func:`agreement`, :func:`dynamic_routing`, :func:`uniform_routing` (chapter 02);
+  :func:`routing_step`, :func:`agreement`, :func:`dynamic_routing`, :func:`uniform_routing` (chapter 02), and
+  :func:`bin_centres`, the couplings of the REM paper's quantised inference (chapter 05);
 - :mod:`~capsule_lab.routing.generic` — the general procedure, Faria's Algorithm 1 (:func:`generic_routing`),
   with Sabour's routing as one instance of it (:func:`dynamic_routing_generic`, equal to :func:`dynamic_routing`)
   (chapter 07);
@@ -31,7 +32,7 @@ Shapes: votes ``(B, I, J, D)``, input activations ``(B, I)``, logits and couplin
 
 from .router import (NORMALIZATIONS, Router, RoutingResult, check_activations, check_iterations, check_logits,
                      check_normalize_over, check_votes)
-from .procedure import agreement, dynamic_routing, routing_step, softmax_backward, uniform_routing
+from .procedure import agreement, bin_centres, dynamic_routing, routing_step, softmax_backward, uniform_routing
 from .generic import (dynamic_compatibility, dynamic_routing_generic, generic_routing, length_activation,
                       normalize_couplings, squashed_sum_pose, weighted_mean_pose)
 from .vote_free import vote_free_routing
@@ -47,7 +48,7 @@ from .spec import ROUTER_KINDS, RouterSpec, check_router_spec
 __all__ = [
     "RoutingResult", "Router", "NORMALIZATIONS", "check_votes", "check_activations", "check_iterations",
     "check_logits", "check_normalize_over",
-    "agreement", "routing_step", "dynamic_routing", "uniform_routing", "softmax_backward",
+    "agreement", "routing_step", "dynamic_routing", "uniform_routing", "softmax_backward", "bin_centres",
     "generic_routing", "normalize_couplings", "weighted_mean_pose", "dynamic_compatibility", "squashed_sum_pose",
     "length_activation", "dynamic_routing_generic",
     "vote_free_routing",

@@ -34,11 +34,11 @@ from typing import Callable, Optional
 
 import torch
 
-from .._checks import check_tensor
+from .._checks import check_positive_int, check_tensor
 from ..capsules import squash
 from .router import RoutingResult, check_iterations, check_logits, check_votes
 
-__all__ = ["agreement", "softmax_backward", "routing_step", "dynamic_routing", "uniform_routing"]
+__all__ = ["agreement", "softmax_backward", "bin_centres", "routing_step", "dynamic_routing", "uniform_routing"]
 
 
 def agreement(votes: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
@@ -52,25 +52,44 @@ def agreement(votes: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bijd,bjd->bij", votes, poses)
 
 
+def check_quantize_levels(levels) -> Optional[int]:
+    """None, or a number of quantisation levels K ≥ 2; else ``ValueError``. Chapter 05."""
+    return None if levels is None else check_positive_int(levels, "quantize_levels", minimum=2)
+
+
+def bin_centres(couplings: torch.Tensor, levels: int) -> torch.Tensor:
+    """Each coupling replaced by the centre of its bin among ``levels`` uniform bins centred on 0, 1/(K − 1), …, 1:
+    ``round(c · (K − 1)) / (K − 1)`` — the value of :func:`capsule_lab.rem.quantize`'s index. The REM paper's
+    quantised inference routes with these (§3.1.2). Ties go to the even index (``torch.round``); the paper's code
+    (``torch.bucketize`` on the bin edges) sends a tie down, which differs only on a bin edge exactly. Chapter 05.
+    """
+    levels = check_positive_int(levels, "levels", minimum=2)
+    return torch.round(couplings * (levels - 1)) / (levels - 1)
+
+
 def routing_step(
     votes: torch.Tensor,
     logits: torch.Tensor,
     activation: Callable[[torch.Tensor], torch.Tensor] = squash,
     *,
     detach_couplings: bool = False,
+    quantize_levels: Optional[int] = None,
 ) -> RoutingResult:
     """One iteration of dynamic routing, without the logit update: c = softmax_j(b), s = Σ_i c û, v = squash(s).
 
     Returns a :class:`~capsule_lab.routing.RoutingResult` (activations ‖v_j‖) whose ``logits`` are the ones given
     (expanded to ``(B, I, J)``). The next iteration's logits are ``logits + agreement(votes, result.poses)``.
     ``detach_couplings``: the weighted sum uses ``c.detach()`` (the returned couplings are not detached). logits
-    ``(B, I, J)`` or ``(I, J)``.
+    ``(B, I, J)`` or ``(I, J)``. ``quantize_levels`` K: the couplings are replaced by their :func:`bin_centres`
+    before the weighted sum, and those are the couplings returned (they no longer sum to 1 over j).
 
-    Chapter 02 (routing iteration by iteration).
+    Chapter 02 (routing iteration by iteration); the quantised step, chapter 05.
     """
     check_votes(votes)
     logits = check_logits(logits, *votes.shape[:3], votes, "logits")
     couplings = torch.softmax(logits, dim=2)
+    if check_quantize_levels(quantize_levels) is not None:
+        couplings = bin_centres(couplings, quantize_levels)
     c = couplings.detach() if detach_couplings else couplings
     poses = activation(torch.einsum("bij,bijd->bjd", c, votes))
     return RoutingResult(poses, poses.norm(dim=-1), couplings, logits)
@@ -86,6 +105,7 @@ def dynamic_routing(
     activation: Callable[[torch.Tensor], torch.Tensor] = squash,
     history: bool = False,
     agreement_scale: float = 1.0,
+    quantize_levels: Optional[int] = None,
 ) -> RoutingResult:
     """Routing-by-agreement, exactly Sabour et al.'s Algorithm 1: the one routing procedure of the package.
 
@@ -103,6 +123,9 @@ def dynamic_routing(
         history: also return the result of every iteration in ``.history``.
         agreement_scale: the logit update is ``b ← b + agreement_scale · ⟨û_{j|i}, v_j⟩`` (1: Algorithm 1;
             larger: couplings polarise faster; 0: they stay at the softmax of the prior; the routing explorer).
+        quantize_levels: K, for the REM paper's quantised inference (§3.1.2, chapter 05): the last iteration routes
+            with its couplings replaced by their :func:`bin_centres` among K levels (the earlier iterations, and so
+            the logits, are unchanged); None (default): Algorithm 1. Rounding has no gradient: an evaluation option.
 
     Returns:
         :class:`~capsule_lab.routing.RoutingResult` with the final poses, their lengths as activations, the
@@ -112,6 +135,7 @@ def dynamic_routing(
     """
     check_votes(votes)
     check_iterations(iterations)
+    check_quantize_levels(quantize_levels)
     if (isinstance(agreement_scale, bool) or not isinstance(agreement_scale, (int, float))
             or not math.isfinite(agreement_scale)):
         raise ValueError(f"agreement_scale must be a finite number, got {agreement_scale!r}")
@@ -124,7 +148,8 @@ def dynamic_routing(
     for r in range(iterations):
         last = r == iterations - 1
         u = votes.detach() if (detach_votes and not last) else votes
-        step = routing_step(u, logits, activation, detach_couplings=detach_couplings)
+        step = routing_step(u, logits, activation, detach_couplings=detach_couplings,
+                            quantize_levels=quantize_levels if last else None)
         steps.append(step)
         if not last:
             a = agreement(u, step.poses)

@@ -70,6 +70,10 @@ class DynamicRouter(Router):
         pose_bias: the initial value ``(J, D)`` of a learned bias b_j added to every weighted sum before the squash,
             ``v_j = squash(Σ_i c_ij û_{j|i} + b_j)``, in every iteration — the REM paper's MNIST model (chapter 05).
 
+    ``quantize_levels`` (an attribute, None by default) K routes the last iteration with its couplings replaced
+    by their bin centres among K levels, the REM paper's quantised inference (§3.1.2); set it for evaluation with
+    :func:`capsule_lab.rem.quantized_inference`.
+
     ``router(votes, activations=None, *, history=False)`` → :class:`~capsule_lab.routing.RoutingResult`, the
     activations ‖v_j‖; the input activations are ignored. :meth:`route_weights` is the vote-free form.
 
@@ -99,6 +103,7 @@ class DynamicRouter(Router):
         else:
             self.register_buffer("prior_logits", prior_logits)
         self.pose_bias = _pose_bias(pose_bias)
+        self.quantize_levels = None
 
     @property
     def options(self) -> dict:
@@ -119,13 +124,13 @@ class DynamicRouter(Router):
         return dynamic_routing(votes, self.iterations, self.prior_logits, detach_votes=self.detach_votes,
                                detach_couplings=self.detach_couplings,
                                activation=_biased(self.activation, self.pose_bias), history=history,
-                               agreement_scale=self.agreement_scale)
+                               agreement_scale=self.agreement_scale, quantize_levels=self.quantize_levels)
 
     def route_weights(self, u: torch.Tensor, weight: torch.Tensor) -> Optional[RoutingResult]:
         """:func:`~capsule_lab.routing.vote_free_routing` with this router's options (the same result as routing
         the votes ``W_ij u_i``, without forming them), or None with a scaled update or a pose bias (whose gradient
-        the vote-free backward does not compute)."""
-        if self.agreement_scale != 1 or self.pose_bias is not None:
+        the vote-free backward does not compute) or quantised couplings."""
+        if self.agreement_scale != 1 or self.pose_bias is not None or self.quantize_levels is not None:
             return None
         return vote_free_routing(u, weight, self.iterations, self.prior_logits, detach_votes=self.detach_votes,
                                  detach_couplings=self.detach_couplings, activation=self.activation)
