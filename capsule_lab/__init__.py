@@ -41,17 +41,21 @@ module                     concept                                              
                            McNemar over test images, equivalence (TOST), Holm's correction, the
                            binomial standard error; a claim's verdict (supported, contradicted,
                            undecided), untestable at a ceiling or before convergence
+``claims``                 a paper's claim (quoted, with source and setting) or the course's          04–08
+                           question, what differs besides the variable, and its verdict on a
+                           study's records (paired t over seeds, Holm, undecided when untestable)
 ``gradients``              the gradient through routing by hand: the two terms, the coupling         03
                            Jacobian
 ``diagnostics``            what a trained network's capsules do: activation and routing statistics,  04
                            dead capsules, per-capsule gradient norms
-``depth_study``            chapter 04's experiment: deep CapsNets trained over depths × routings     04
+``depth_study``            chapter 04's experiment: deep CapsNets trained over depths × routings,    04
+                           and the paper's claims tested on the shipped runs
 ``rem``                    routing entropy minimisation: quantised couplings, parse-tree             05
                            dictionaries, their entropy; magnitude pruning; the coupling saliency
 ``saliency``               Grad-CAM (Captum) beside the coupling saliency, and how much they agree   05
 ``rem_study``              chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)     05
-``ladder_study``           chapter 06's experiment: L-CapsNets over K against a matched CapsNet on   06
-                           expanded and affine digits
+``ladder_study``           chapter 06's experiment: L-CapsNets over K against a CapsNet on expanded  06
+                           and affine digits, and the paper's claims tested on the longer run
 ``learned_routing_study``  chapter 07's experiment: one network trained with dynamic, similarity     07
                            and connectionist routing on MNIST and Fashion-MNIST
 ``figures``                pictures by concept: ``routing``, ``capsnet``, ``gradients``,             02–08
@@ -65,9 +69,8 @@ module                     concept                                              
 ``router_bench``           chapter 08's bench: every router on one backbone, trained and measured    08
                            the same way (clean and affine accuracy, time, memory, parse-tree
                            entropy, dyr, dead capsules), records cached; McNemar's test
-``bench_claims``           each paper's claim about routing as the paper states it (source, quote,    08
-                           setting), the course's own questions labelled so, and their verdicts
-                           on the bench's records
+``bench_claims``           chapter 08's verdict table: each paper's claim about routing the bench    08
+                           can test, the course's own questions labelled so, on the bench's records
 ``smoke``                  the full profile proven without a GPU: every chapter's study, its         08
                            networks at the papers' size and its data pipeline, two training steps
                            and one evaluation batch each

@@ -27,16 +27,17 @@ import torch
 from torch.utils.data import Dataset
 
 from ._checks import check_one_of, check_positive_int
+from .claims import Claim, claim_verdicts
 from .data import affine_test_set, load_dataset
 from .diagnostics import CapsuleRecord, GradientTracker, collect_capsules, layer_table
 from .models import DeepCapsNet, DeepCapsNetConfig
 from .profiles import DepthStudySettings
 from .routing import RouterSpec
 from .study import RESULTS, shipped_results
-from .training import fit
+from .training import History, fit
 
 __all__ = ["ROUTINGS", "DepthRun", "depth_study_data", "routing_spec", "train_depth_run", "hidden_dead_rate",
-           "search_results", "shipped_runs"]
+           "search_results", "shipped_runs", "run_name", "DEPTH_CLAIMS", "depth_claim_records", "depth_verdicts"]
 
 #: The routings the study compares, Mitterreiter et al.'s routing by agreement (the settings' router) and uniform.
 ROUTINGS = ("dynamic", "uniform")
@@ -44,13 +45,15 @@ ROUTINGS = ("dynamic", "uniform")
 
 class DepthRun(NamedTuple):
     """One trained network of the study: the model, its capsules on the test digits, their per-layer table
-    (:func:`~capsule_lab.diagnostics.layer_table`) and, if tracked, the per-step history of
-    :class:`~capsule_lab.diagnostics.GradientTracker` (else None)."""
+    (:func:`~capsule_lab.diagnostics.layer_table`), if tracked the per-step history of
+    :class:`~capsule_lab.diagnostics.GradientTracker` (else None), and the training's per-epoch
+    :class:`~capsule_lab.training.History` (its training accuracy is what the convergence criterion reads)."""
 
     model: DeepCapsNet
     record: CapsuleRecord
     table: list
     gradients: Optional[dict]
+    history: Optional[History] = None
 
 
 def _check_settings(settings) -> DepthStudySettings:
@@ -121,12 +124,12 @@ def train_depth_run(settings: DepthStudySettings, depth: int, routing: str, seed
     gradients = None
     if track:
         with GradientTracker(net) as tracker:
-            fit(net, train, None, **options)
+            history = fit(net, train, None, **options)
         gradients = tracker.history()
     else:
-        fit(net, train, None, **options)
+        history = fit(net, train, None, **options)
     record = collect_capsules(net, test, amp=amp)
-    return DepthRun(net, record, layer_table(record), gradients)
+    return DepthRun(net, record, layer_table(record), gradients, history)
 
 
 def hidden_dead_rate(table: list) -> float:
@@ -163,3 +166,82 @@ def shipped_runs(name: str = "dead_capsule_runs.json") -> dict:
     ‖∂L/∂u‖ and ‖∂L/∂W‖). Chapter 04."""
     return shipped_results(name)
 
+
+
+def run_name(routing: str, depth: int, layer: Optional[int] = None) -> str:
+    """The name a verdict table gives a shipped network (or one of its layers): ``"RBA, 4 routing layers"``,
+    ``"uniform, 4 routing layers"``, ``"RBA, 4 routing layers, layer 2"``. Chapter 04."""
+    check_one_of(routing, ROUTINGS, "routing")
+    name = f"{'RBA' if routing == 'dynamic' else 'uniform'}, {check_positive_int(depth, 'depth')} routing layers"
+    return name if layer is None else f"{name}, layer {check_positive_int(layer, 'layer')}"
+
+
+_PAPER_NETWORK = "five capsule layers of 16 capsules (10 class capsules) trained on AffNIST, RBA with 3 iterations"
+_SAME = "the same network, data, budget and seeds"
+
+_DEPTH_4_CLAIMS = (
+    Claim("Mitterreiter et al. 2023", "04", "Results, beside Table 2 (Tables 5 and 14 in their appendix)",
+          "baseline models trained with uniform routing perform better than models trained with RBA", True,
+          _PAPER_NETWORK, "with 4 routing layers, is uniform routing more accurate than RBA?",
+          run_name("uniform", 4), run_name("dynamic", 4), "accuracy", "better",
+          f"nothing but the routing: {_SAME}; our RBA runs 5 iterations (section 4's setting) and is trained on "
+          "8,000 MNIST digits"),
+    Claim("Mitterreiter et al. 2023", "04", "Results, Table 2 (dead rate 7 %, 56 %, 63 % in layers 2–4)",
+          "we observe that the number of dead capsules cdr increases with the depth of the model", True,
+          _PAPER_NETWORK, "with 4 routing layers, are fewer capsules dead in layer 2 than in layer 4?",
+          run_name("dynamic", 4, 2), run_name("dynamic", 4, 4), "dead_rate", "better",
+          "the layer alone: two layers of the same networks"),
+    Claim("Mitterreiter et al. 2023", "04", "Results, beside Table 2",
+          "the depth of a CapsNet is limited as the number of dead capsules rises with the number of layers", True,
+          "121 architectures of several depths (their appendix)",
+          "are fewer hidden capsules dead with 4 routing layers than with 6?", run_name("dynamic", 4),
+          run_name("dynamic", 6), "dead_rate", "better",
+          "the depth alone: 2 more routing layers of 16 capsules, the same data, budget and seeds"),
+    Claim("course", "04", "our question (the paper's explanation: dead capsules leave RBA's parameters unused, "
+          "\"uniform routing, which uses all parameters\")",
+          "uniform routing kills fewer capsules than RBA", False, "-",
+          "with 4 routing layers, are fewer hidden capsules dead under uniform routing than under RBA?",
+          run_name("uniform", 4), run_name("dynamic", 4), "dead_rate", "better",
+          f"nothing but the routing: {_SAME}", origin="course"),
+)
+#: Chapter 04's verdict table: Mitterreiter et al.'s claims (Results, beside their Table 2) that the shipped runs
+#: (section 4's setting that kills capsules) can test, each tested on :func:`depth_claim_records` by
+#: :func:`depth_verdicts`. The last three ask the 4-layer questions again with 6 routing layers: they were added
+#: after the longer run, whose RBA networks with 4 routing layers had not converged after 20 epochs (3 of 5 seeds)
+#: where those with 6 had, and each says so.
+DEPTH_CLAIMS = _DEPTH_4_CLAIMS + tuple(
+    replace(claim, question=claim.question.replace("with 4 routing layers", "with 6 routing layers") +
+            " (asked after the 4-layer networks did not converge)",
+            a=claim.a.replace(", 4 routing layers", ", 6 routing layers"),
+            b=claim.b.replace(", 4 routing layers", ", 6 routing layers"))
+    for claim in _DEPTH_4_CLAIMS if run_name("dynamic", 6) not in (claim.a, claim.b))
+
+
+def depth_claim_records(shipped: Optional[dict] = None) -> list:
+    """The shipped runs (:func:`shipped_runs`) as records for :func:`capsule_lab.claims.claim_verdicts`: one per
+    network and seed (``router`` = :func:`run_name`, ``accuracy``, ``dead_rate`` of the hidden layers
+    (:func:`hidden_dead_rate`), ``train_accuracy`` per epoch, ``correct`` per test image), and one per RBA network,
+    seed and layer (``dead_rate`` = that layer's cdr, the network's accuracy and training accuracy). Chapter 04."""
+    shipped = shipped_runs() if shipped is None else shipped
+    if not isinstance(shipped, dict) or not isinstance(shipped.get("runs"), list):
+        raise ValueError("shipped must be the shipped runs (shipped_runs()), with their 'runs'")
+    records = []
+    for run in shipped["runs"]:
+        if "train_accuracy" not in run:
+            raise ValueError(f"the run {run_name(run['routing'], run['depth'])}, seed {run['seed']} has no training "
+                             "accuracy: rerun scripts/dead_capsule_search.py ship")
+        common = {"seed": run["seed"], "accuracy": run["accuracy"], "train_accuracy": run["train_accuracy"]}
+        records.append({"router": run_name(run["routing"], run["depth"]), **common,
+                        "dead_rate": hidden_dead_rate(run["table"]),
+                        **({"correct": run["correct"]} if "correct" in run else {})})
+        if run["routing"] == "dynamic":
+            records += [{"router": run_name("dynamic", run["depth"], row["layer"]), **common, "dead_rate": row["cdr"]}
+                        for row in run["table"]]
+    return records
+
+
+def depth_verdicts(shipped: Optional[dict] = None, claims=DEPTH_CLAIMS, alpha: float = 0.05) -> list:
+    """Chapter 04's verdict table: :data:`DEPTH_CLAIMS` tested on the shipped runs (:func:`depth_claim_records`) by
+    :func:`capsule_lab.claims.claim_verdicts` — paired t over seeds, Holm over the table, *undecided* for a network
+    that has not converged. Chapter 04."""
+    return claim_verdicts(depth_claim_records(shipped), claims, alpha)

@@ -95,7 +95,7 @@ from .capsules import margin_loss, squash
 __all__ = ["GAMMA", "EPSILON", "PrunedCapsules", "ConstructedWeights", "LadderResult", "capsule_activity",
            "code_vector", "top_k_capsules", "solve_gamma", "table1_widths", "propagate", "regress",
            "regressed_capsules", "ladder_activation", "ladder_poses", "ladder_loss", "CodeMLP", "CodeWeights",
-           "PruningLayer", "LadderLayer", "most_active_couplings", "activity_profile"]
+           "PruningLayer", "LadderLayer", "most_active_couplings", "activity_profile", "middle_share"]
 
 #: γ of eq. 4 as the paper writes it (the exact root of exp(−0.01 γ) = 0.95 is 5.129…; see :func:`solve_gamma`).
 GAMMA = 5.12
@@ -183,6 +183,20 @@ def activity_profile(u: torch.Tensor, top: int = 300) -> torch.Tensor:
     if top > activities.shape[1]:
         raise ValueError(f"top must be at most the number of capsules n = {activities.shape[1]}, got {top}")
     return torch.sort(activities, dim=1, descending=True).values[:, :top].mean(dim=0)
+
+
+def middle_share(profile, low: float = 0.1, high: float = 0.9) -> float:
+    """The share of an activity profile's ranks (:func:`activity_profile`) whose mean activity lies strictly between
+    ``low`` and ``high``: capsules neither clearly active nor clearly inactive. The paper's Figure 4 (§5.3) reads
+    "the activity levels are extremely high or low" for a small K; that is a small middle share. Chapter 06.
+    """
+    values = torch.as_tensor(profile, dtype=torch.float64)
+    if values.ndim != 1 or values.numel() == 0:
+        raise ValueError(f"profile must be a non-empty 1-D sequence of activities (top,), got shape "
+                         f"{tuple(values.shape)}")
+    if not 0 <= low < high <= 1:
+        raise ValueError(f"low and high must satisfy 0 <= low < high <= 1, got {low!r} and {high!r}")
+    return float(((values > low) & (values < high)).double().mean())
 
 
 def code_vector(indices: torch.Tensor, n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -28,15 +28,16 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from ._checks import check_class_index, check_positive_int
+from .claims import Claim, claim_verdicts
 from .data import affine_expanded_test_set, expanded_mnist, load_dataset
-from .ladder import activity_profile
+from .ladder import activity_profile, middle_share
 from .models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from .profiles import LadderSettings
 from .study import shipped_results
 from .training import History, evaluate, fit, outputs
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "train_network", "run_ladder_study", "primary_capsules",
-           "activity_profiles", "shipped_ladder_runs"]
+           "activity_profiles", "shipped_ladder_runs", "LADDER_CLAIMS", "ladder_claim_records", "ladder_verdicts"]
 
 #: Seeds of the three data sets' random placements and transformations (the network's seed is separate).
 TRAIN_PLACEMENT_SEED, CLEAN_TEST_SEED, AFFINE_TEST_SEED = 0, 1, 2
@@ -173,3 +174,72 @@ def shipped_ladder_runs(name: str = "ladder_runs.json") -> dict:
     affine accuracies, parameters, seconds, per-epoch training loss and the digit-0 activity profile. Chapter 06.
     """
     return shipped_results(name)
+
+
+_LADDER_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖c − A‖²), 8-dimensional class capsules against 16, "
+                   "two hidden layers in its f, f^reg and p networks where Table 1 has three, and {ratio} the "
+                   "CapsNet's parameters; the same convolution and primary capsules, data, schedule and seeds")
+
+#: Chapter 06's verdict table: the paper's claims (Jeong et al. 2019, §5.2–5.3) that the longer run can test, and
+#: the course's question beside them, each tested on :func:`ladder_claim_records` by :func:`ladder_verdicts`.
+LADDER_CLAIMS = (
+    Claim("Jeong et al. 2019", "06", "§5.2, Table 2", "it dramatically outperformed on the affNIST test set", True,
+          "trained on 60k 40×40 expanded MNIST, tested on affNIST: 12.2–13.2 % error (L-CapsNets) against the "
+          "CapsNet's 21.0 %",
+          "is the L-CapsNet (K = 32) more accurate than the CapsNet (r = 3) on the affine test digits?",
+          "ladder K=32", "capsnet r=3", "affine_accuracy", "better",
+          _LADDER_DIFFERS.format(ratio="3.2×") + "; our affine set is not affNIST"),
+    Claim("Jeong et al. 2019", "06", "§5.2, Table 2",
+          "the L-CapsNet resulted in higher test errors on MNIST classification", True,
+          "a separate experiment on 28×28 MNIST: 0.50–0.80 % error (L-CapsNets) against the CapsNet's 0.25 %",
+          "is the CapsNet (r = 3) more accurate than the L-CapsNet (K = 32) on the clean test digits?",
+          "capsnet r=3", "ladder K=32", "accuracy", "better",
+          _LADDER_DIFFERS.format(ratio="3.2×") + "; our clean test digits are expanded 40×40 ones"),
+    Claim("Jeong et al. 2019", "06", "§5.2, Table 2",
+          "the L-CapsNet learns an equivariant representation that is more robust to pose variations on MNIST "
+          "digits than the CapsNet", True, "read from Table 2's affNIST column (the paper reports no drop)",
+          "does the L-CapsNet (K = 32) lose less accuracy than the CapsNet from clean to affine test digits?",
+          "ladder K=32", "capsnet r=3", "affine_drop", "better", _LADDER_DIFFERS.format(ratio="3.2×")),
+    Claim("Jeong et al. 2019", "06", "§5.3, Figure 4",
+          "for low K values (i.e., K=50, 70), the activity levels are extremely high or low", True,
+          "300 most active of 4,608 primary capsules, 5,444 training zeros; K = 50 and 70 against K = 100",
+          "does K = 16 leave fewer primary capsules of middling activity (0.1–0.9, among the 150 most active) "
+          "than K = 64?", "ladder K=16", "ladder K=64", "middle_share", "better",
+          "K alone (the networks of K = 16 and 64 differ in K and in the size of p and the weight networks); "
+          "our K = 16 and 64 are 2.8 % and 11 % of 576 capsules, the paper's 50 and 100 are 1.1 % and 2.2 % of "
+          "4,608"),
+    Claim("course", "06", "our question (Figure 4 shows no CapsNet; the conclusion says the L-CapsNet \"clearly "
+          "discriminates relevant and irrelevant capsules using the activity level\")",
+          "the L-CapsNet separates active from inactive primary capsules more clearly than the CapsNet", False, "-",
+          "does the L-CapsNet (K = 32) leave fewer primary capsules of middling activity than the CapsNet?",
+          "ladder K=32", "capsnet r=3", "middle_share", "better", _LADDER_DIFFERS.format(ratio="3.2×"),
+          origin="course"),
+)
+
+
+def ladder_claim_records(shipped: dict | None = None) -> list:
+    """The longer run's networks as records for :func:`capsule_lab.claims.claim_verdicts`, one per network and seed:
+    ``router`` (the network's name), ``seed``, ``accuracy`` (clean), ``affine_accuracy``, ``affine_drop``,
+    ``middle_share`` of the digit-0 activity profile (:func:`capsule_lab.ladder.middle_share`) and
+    ``train_accuracy`` per epoch. ``shipped`` defaults to :func:`shipped_ladder_runs`. Chapter 06."""
+    shipped = shipped_ladder_runs() if shipped is None else shipped
+    if not isinstance(shipped, dict) or not isinstance(shipped.get("runs"), dict):
+        raise ValueError("shipped must be the longer run's results (shipped_ladder_runs()), with its 'runs'")
+    records = []
+    for name, seeds in shipped["runs"].items():
+        for seed, run in seeds.items():
+            if "train_accuracy" not in run:
+                raise ValueError(f"{name}, seed {seed} has no training accuracy: rerun scripts/ladder_longer_run.py")
+            records.append({"router": name, "seed": int(seed), "accuracy": run["clean_accuracy"],
+                            "affine_accuracy": run["affine_accuracy"],
+                            "affine_drop": run["clean_accuracy"] - run["affine_accuracy"],
+                            "middle_share": middle_share(run["activity_profile"]),
+                            "train_accuracy": run["train_accuracy"]})
+    return records
+
+
+def ladder_verdicts(shipped: dict | None = None, claims=LADDER_CLAIMS, alpha: float = 0.05) -> list:
+    """Chapter 06's verdict table: :data:`LADDER_CLAIMS` tested on the longer run (:func:`ladder_claim_records`) by
+    :func:`capsule_lab.claims.claim_verdicts` — paired t over seeds, Holm over the table, *undecided* for a network
+    that has not converged. Chapter 06."""
+    return claim_verdicts(ladder_claim_records(shipped), claims, alpha)

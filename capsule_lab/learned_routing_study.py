@@ -31,6 +31,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._checks import check_one_of
+from .claims import Claim, claim_verdicts
 from .data import load_dataset
 from .models import CapsNet, ConvCapsNet, ConvCapsNetConfig, paper_routers
 from .profiles import ROUTERS_07, LearnedRoutingSettings
@@ -39,7 +40,8 @@ from .study import same_start, shipped_results
 from .training import History, fit, outputs
 
 __all__ = ["ROUTERS", "VOTES", "RouterRun", "routing_study_data", "study_routers", "build_model", "class_layer_inputs",
-           "measure_couplings", "train_router", "run_routing_study", "shipped_routing_runs"]
+           "measure_couplings", "train_router", "run_routing_study", "shipped_routing_runs",
+           "LEARNED_CLAIMS", "learned_claim_records", "learned_verdicts"]
 
 #: The routers of the study, by name (:data:`capsule_lab.profiles.ROUTERS_07`).
 ROUTERS = ROUTERS_07
@@ -182,3 +184,50 @@ def shipped_routing_runs(name: str = "routing_runs.json") -> dict:
     and mean largest coupling. Chapter 07.
     """
     return shipped_results(name)
+
+
+_SAME_NETWORK = ("the router alone: Sabour's slim CapsNet, the same votes, data, schedule and seeds; the learned "
+                 "routers run T = 3 updates with sigmoid activations against dynamic routing's r = 3")
+
+#: Chapter 07's verdict table: Faria's claim that the longer run can test, and the course's question beside it, each
+#: tested on :func:`learned_claim_records` by :func:`learned_verdicts`.
+LEARNED_CLAIMS = (
+    Claim("Faria 2022", "07", "Table 3", "MNIST error 0.53 % for connectionist and 1.0 % for similarity routing",
+          False, "Faria's convolutional capsule network with 4×4 pose matrices, MNIST",
+          "is connectionist routing more accurate than similarity routing on MNIST?", "connectionist, mnist",
+          "similarity, mnist", "accuracy", "better", _SAME_NETWORK),
+    Claim("course", "07", "our question (Faria compares with EM routing, not with dynamic routing: §6)",
+          "a learned router does as well as dynamic routing on the same votes", False, "-",
+          "is connectionist routing no less accurate than dynamic routing on MNIST?", "connectionist, mnist",
+          "dynamic, mnist", "accuracy", "not worse", _SAME_NETWORK, origin="course"),
+    Claim("course", "07", "our question (Faria compares with EM routing, not with dynamic routing: §6)",
+          "a learned router does as well as dynamic routing on the same votes", False, "-",
+          "is connectionist routing no less accurate than dynamic routing on Fashion-MNIST?",
+          "connectionist, fashion", "dynamic, fashion", "accuracy", "not worse", _SAME_NETWORK, origin="course"),
+)
+
+
+def learned_claim_records(shipped: dict | None = None) -> list:
+    """The longer run (:func:`shipped_routing_runs`) as records for :func:`capsule_lab.claims.claim_verdicts`, one
+    per dataset, router and seed: ``router`` = ``"<router>, <dataset>"``, ``seed``, ``accuracy`` and the training
+    accuracy per epoch; a run that kept none is ``"untestable"`` (its convergence cannot be shown). Chapter 07."""
+    shipped = shipped_routing_runs() if shipped is None else shipped
+    if not isinstance(shipped, dict) or not isinstance(shipped.get("runs"), dict):
+        raise ValueError("shipped must be the longer run's results (shipped_routing_runs()), with its 'runs'")
+    records = []
+    for dataset, routers in shipped["runs"].items():
+        for router, seeds in routers.items():
+            for seed, run in seeds.items():
+                record = {"router": f"{router}, {dataset}", "seed": int(seed), "accuracy": run["accuracy"],
+                          "train_accuracy": run.get("train_accuracy", [])}
+                if "train_accuracy" not in run:
+                    record["untestable"] = (f"the run kept no training accuracy per epoch, so its convergence cannot "
+                                            f"be shown ({len(run['train_loss'])} epochs)")
+                records.append(record)
+    return records
+
+
+def learned_verdicts(shipped: dict | None = None, claims=LEARNED_CLAIMS, alpha: float = 0.05) -> list:
+    """Chapter 07's verdict table: :data:`LEARNED_CLAIMS` tested on the longer run (:func:`learned_claim_records`) by
+    :func:`capsule_lab.claims.claim_verdicts`. Chapter 07."""
+    return claim_verdicts(learned_claim_records(shipped), claims, alpha)

@@ -29,7 +29,8 @@ import torch
 from torch.nn.utils import prune
 from torch.utils.data import Dataset, TensorDataset
 
-from ._checks import check_class_index
+from ._checks import check_class_index, check_positive_int
+from .claims import Claim, claim_verdicts
 from .data import load_dataset
 from .models import CapsNet
 from .profiles import RemSettings
@@ -38,7 +39,8 @@ from .rem import (class_parse_tree, dictionary_entropy, global_magnitude_prune, 
 from .training import batches, fit, outputs
 
 __all__ = ["RoutingMeasure", "Step", "RemRun", "rem_study_data", "measure_routing", "chosen_step", "run_rem",
-           "model_at", "accuracy_by_levels", "lowest_levels"]
+           "model_at", "accuracy_by_levels", "lowest_levels", "entropy_at_accuracy", "REM_CLAIMS", "rem_claim_records",
+           "rem_verdicts"]
 
 
 @dataclass
@@ -121,14 +123,15 @@ class RoutingMeasure:
 @dataclass
 class Step:
     """A model after ``epoch`` epochs: its sparsity (per parameter and ``"overall"``), validation loss, test
-    measure, and its weights (a CPU copy of the state dict, pruning masks included; None once dropped, see
-    :func:`run_rem`). Chapter 05."""
+    measure, its weights (a CPU copy of the state dict, pruning masks included; None once dropped, see
+    :func:`run_rem`) and its accuracy on the training images during that epoch. Chapter 05."""
 
     epoch: int
     sparsity: dict
     val_loss: float
     test: RoutingMeasure
     state: Optional[dict] = field(repr=False)
+    train_accuracy: Optional[float] = None
 
     def drop(self, levels=(11,)) -> None:
         """Free the weights and the test couplings (:meth:`RoutingMeasure.drop_couplings`)."""
@@ -271,8 +274,10 @@ def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, i
         if iterative and since >= 0 and since % settings.epochs_per_round == 0 and not last:
             global_magnitude_prune(net, settings.amount)
 
-    fit(model, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed, progress=False,
-        on_epoch_end=after_epoch)
+    history = fit(model, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
+                  progress=False, on_epoch_end=after_epoch)
+    for step in steps:
+        step.train_accuracy = history.train_accuracy[step.epoch - 1]
     return steps
 
 
@@ -324,3 +329,103 @@ def model_at(step: Step, config) -> CapsNet:
         if prune.is_pruned(module):                         # the masked weight, as the next forward would set it
             setattr(module, attr, getattr(module, f"{attr}_orig") * getattr(module, f"{attr}_mask"))
     return model.eval()
+
+
+def entropy_at_accuracy(steps: list, accuracy: float, levels: int = 11) -> float:
+    """The entropy a run's ``steps`` had when their test accuracy was ``accuracy``: linear interpolation between
+    the epochs, on the steps sorted by accuracy. Reads Q's entropy at REM's accuracy, the comparison at equal
+    accuracy. Raises ValueError when ``accuracy`` lies outside the accuracies the steps reached (no extrapolation).
+    Chapter 05."""
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, Step) for s in steps):
+        raise ValueError("steps must be a non-empty list of Step (a RemRun's dense or pruned steps)")
+    check_positive_int(levels, "levels", minimum=2)
+    points = sorted((s.test.accuracy, s.test.entropy(levels)) for s in steps)
+    low, high = points[0][0], points[-1][0]
+    if not low <= accuracy <= high:
+        raise ValueError(f"accuracy {accuracy:.4f} lies outside the steps' accuracies [{low:.4f}, {high:.4f}]")
+    for (a0, h0), (a1, h1) in zip(points, points[1:]):
+        if a0 <= accuracy <= a1:
+            return h0 if a1 == a0 else h0 + (h1 - h0) * (accuracy - a0) / (a1 - a0)
+    return points[0][1]                                   # a single step, at exactly this accuracy
+
+
+_DATASET = {"mnist": ("MNIST", "Sabour's CapsNet without its decoder on MNIST, 85.5 % sparse: 9.53 → 4.16 bits, "
+                               "99.56 → 99.56 % (Table 9)"),
+            "fashion": ("Fashion-MNIST", "DR-CapsNet on Fashion-MNIST, 80.7 % sparse: 8.64 → 4.80 bits, 92.46 → "
+                                         "92.62 %, 665 → 126 keys per class (Tables 1 and 11)")}
+_REM_DIFFERS = ("nothing but the pruning: the same initialisation, data, schedule and epochs; REM's model is the most "
+                "pruned epoch whose validation loss is no higher than the dense model's before the first pruning, Q's "
+                "the last epoch; the couplings are quantised when measured, not during inference as in §3.1.2")
+
+
+def _rem_claims(dataset: str) -> tuple:
+    name, setting = _DATASET[dataset]
+    q, rem = f"Q, {dataset}", f"REM, {dataset}"
+    return (
+        Claim("Renzulli et al. 2024 (REM)", "05", "Abstract; Tables 1 and 9",
+              "significantly reducing the generation of intra-class parse trees", True, setting,
+              f"{name}: is REM's parse-tree entropy lower than Q's?", rem, q, "entropy", "better", _REM_DIFFERS),
+        Claim("Renzulli et al. 2024 (REM)", "05", "Abstract; Tables 1 and 9",
+              "with fewer parameters and negligible performance loss", True, setting,
+              f"{name}: is REM no less accurate than Q (by the margin)?", rem, q, "accuracy", "not worse",
+              _REM_DIFFERS),
+        Claim("Renzulli et al. 2024 (REM)", "05", "§4.4, Figure 9",
+              "the number of keys in the dictionary for DR-CapsNet+REM is lower than the one for DR-CapsNet+Q for "
+              "each class", True, "MNIST, per class (Figure 9)",
+              f"{name}: does REM have fewer parse trees (keys) per class than Q?", rem, q, "keys", "better",
+              _REM_DIFFERS),
+        Claim("course", "05", "our question (the paper compares Q and REM at the end of training, where their "
+              "accuracies are nearly equal)", "REM's entropy is lower than Q's at the same accuracy", False, "-",
+              f"{name}: at REM's accuracy, is REM's entropy lower than Q's read off Q's training curve?", rem,
+              f"Q at REM's accuracy, {dataset}", "entropy", "better",
+              "Q is read between two of its epochs (linear interpolation), so it is less trained than Q's model; "
+              "REM is pruned", origin="course"),
+    )
+
+
+#: Chapter 05's verdict table, per dataset (MNIST, then Fashion-MNIST): the REM paper's claims and the course's
+#: question at equal accuracy, tested on :func:`rem_claim_records` by :func:`rem_verdicts`.
+REM_CLAIMS = _rem_claims("mnist") + _rem_claims("fashion")
+
+
+def _correct(measure: RoutingMeasure) -> str:
+    return "".join("1" if ok else "0" for ok in (measure.predictions == measure.labels).tolist())
+
+
+def rem_claim_records(runs: dict, levels: int = 11) -> list:
+    """``runs`` (``{(dataset, seed): RemRun}``) as records for :func:`capsule_lab.claims.claim_verdicts`, per dataset
+    and seed: ``"Q, <dataset>"`` and ``"REM, <dataset>"`` (test ``accuracy``, ``entropy`` and its ``entropy_ceiling``
+    at ``levels``, mean ``keys`` per class, ``correct`` per test image, ``train_accuracy`` per epoch up to the model's
+    epoch) and ``"Q at REM's accuracy, <dataset>"`` (:func:`entropy_at_accuracy`; its entropy None, and the record
+    ``"untestable"``, for a seed where Q never had REM's accuracy). Chapter 05."""
+    if not isinstance(runs, dict) or not runs or not all(isinstance(r, RemRun) for r in runs.values()):
+        raise ValueError("runs must be a non-empty dict {(dataset, seed): RemRun} (from run_rem)")
+    records = []
+    for (dataset, seed), run in runs.items():
+        curves = {"Q": [s.train_accuracy for s in run.dense],
+                  "REM": [s.train_accuracy for s in run.pruned[:run.chosen + 1]]}
+        for name, step in (("Q", run.q), ("REM", run.rem)):
+            keys = step.test.keys(levels)
+            records.append({"router": f"{name}, {dataset}", "seed": seed, "accuracy": step.test.accuracy,
+                            "entropy": step.test.entropy(levels), "entropy_ceiling": step.test.entropy_ceiling(),
+                            "keys": sum(keys.values()) / len(keys), "correct": _correct(step.test),
+                            "train_accuracy": curves[name]})
+        matched = {"router": f"Q at REM's accuracy, {dataset}", "seed": seed, "accuracy": run.rem.test.accuracy,
+                   "entropy_ceiling": run.q.test.entropy_ceiling(), "train_accuracy": curves["Q"]}
+        try:
+            matched["entropy"] = entropy_at_accuracy(run.dense, run.rem.test.accuracy, levels)
+        except ValueError as error:
+            matched.update(entropy=None, untestable=f"seed {seed}: Q never had REM's accuracy ({error})")
+        records.append(matched)
+    return records
+
+
+def rem_verdicts(runs: dict, levels: int = 11, claims=None, alpha: float = 0.05) -> list:
+    """Chapter 05's verdict table: :data:`REM_CLAIMS` of the datasets in ``runs`` (or ``claims``) tested on
+    :func:`rem_claim_records` by :func:`capsule_lab.claims.claim_verdicts` — paired t over seeds, Holm over the
+    table, *undecided* with one seed, before convergence or at the entropy's ceiling. Chapter 05."""
+    records = rem_claim_records(runs, levels)
+    if claims is None:
+        datasets = {dataset for dataset, _ in runs}
+        claims = tuple(c for c in REM_CLAIMS if c.a.rsplit(", ", 1)[1] in datasets)
+    return claim_verdicts(records, claims, alpha)

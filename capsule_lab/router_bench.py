@@ -88,7 +88,7 @@ from .training import fit, outputs
 __all__ = ["BenchEntry", "ROUTERS", "matched_ladder_widths", "RECORD_FIELDS", "BENCH_VERSION", "bench_data",
            "build_network", "measure_network", "record_key", "train_record", "run_router_bench", "write_results",
            "summarize_records", "mcnemar_test", "default_cache", "SHIPPED_CACHE", "LONGER_RUN", "longer_run_settings",
-           "shipped_longer_run"]
+           "shipped_longer_run", "verdict_records"]
 
 #: The version of a record's meaning, part of every cache key; a new version leaves old cached records unread.
 BENCH_VERSION = 1
@@ -479,3 +479,14 @@ def shipped_longer_run(report: str = "router_bench_long") -> tuple[RouterBenchSe
         raise ValueError(f"{LONGER_RUN} lacks the records of {missing}: rerun scripts/router_bench_longer_run.py")
     records = run_router_bench(settings, cache=LONGER_RUN, device="cpu", progress=False)
     return settings, records, provenance
+
+
+def verdict_records() -> list:
+    """The records chapter 08's verdicts read: every router of the longer run after its epochs, except the two
+    ladders, which come from their own, longer run (the budget each needed to converge), in the longer run's router
+    and seed order (:func:`shipped_longer_run` of both reports). Chapters 06 and 08."""
+    settings, records, _ = shipped_longer_run()
+    _, ladder_records, _ = shipped_longer_run("router_bench_long_ladder")
+    ladders = {r["router"] for r in ladder_records}
+    return sorted([r for r in records if r["router"] not in ladders] + ladder_records,
+                  key=lambda r: (settings.routers.index(r["router"]), r["seed"]))

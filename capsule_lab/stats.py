@@ -357,16 +357,17 @@ def decide(comparisons: Mapping[str, Comparison], alpha: float = 0.05,
     ``p_contradict`` < ``alpha``, else *supported* when its adjusted ``p_support`` < ``alpha``, else *undecided*. The
     order matters only for ``"better"``: A ahead, but by less than the margin, rejects both, and a gain smaller than
     the smallest that matters does not support a claim of being better. A claim named
-    in ``untestable`` (``{name: why}``: a saturated measure, an unconverged model) is *undecided* with that reason
-    and leaves the family.
+    in ``untestable`` (``{name: why}``: a saturated measure, an unconverged model, a single seed) is *undecided* with
+    that reason and leaves the family; its comparison may be None (nothing could be compared).
     """
     alpha = _probability(alpha, "alpha")
     untestable = dict(untestable or {})
     if not isinstance(comparisons, Mapping) or not comparisons:
         raise ValueError("comparisons must be a non-empty mapping {claim: Comparison} (from compare)")
     for name, c in comparisons.items():
-        if not isinstance(c, Comparison):
-            raise ValueError(f"comparisons[{name!r}] must be a Comparison (from compare), got {type(c).__name__}")
+        if not isinstance(c, Comparison) and not (c is None and name in untestable):
+            raise ValueError(f"comparisons[{name!r}] must be a Comparison (from compare), got {type(c).__name__}; "
+                             f"None only for a claim named in untestable")
     unknown = set(untestable) - set(comparisons)
     if unknown:
         raise ValueError(f"untestable names claims that are not compared: {sorted(unknown)}")
@@ -375,12 +376,13 @@ def decide(comparisons: Mapping[str, Comparison], alpha: float = 0.05,
     adjusted = iter(holm(raw)) if raw else iter(())
     verdicts = {}
     for name, c in comparisons.items():
+        if name in untestable:
+            verdicts[name] = Verdict("undecided", "none" if c is None else c.test, alpha,
+                                     *((None,) * 4 if c is None else (c.margin, None, None, c.estimate)),
+                                     None if c is None else c.interval, f"not testable: {untestable[name]}")
+            continue
         low, high = c.interval
         shown = f"difference {c.estimate:+.3g}, {100 * (1 - 2 * alpha):g} % interval [{low:+.3g}, {high:+.3g}]"
-        if name in untestable:
-            verdicts[name] = Verdict("undecided", c.test, alpha, c.margin, None, None, c.estimate, c.interval,
-                                     f"not testable: {untestable[name]}")
-            continue
         p_for, p_against = next(adjusted), next(adjusted)
         outcome = "contradicted" if p_against < alpha else "supported" if p_for < alpha else "undecided"
         verdicts[name] = Verdict(outcome, c.test, alpha, c.margin, p_for, p_against, c.estimate, c.interval, shown)

@@ -200,10 +200,10 @@ def train_one(s: dict, depth: int, seed: int, data_cache: dict, track: bool = Fa
         data_cache[key] = depth_study_data(settings)
     train, test = data_cache[key]
     start = time.perf_counter()
+    routed = {} if s["routing"] == "uniform" else {"prior_std": s["prior_std"], "iterations": s["iterations"]}
     run = train_depth_run(settings, depth, s["routing"], seed, train, test, track=track,
-                            optimizer=s["optimizer"], momentum=s["momentum"],
-                            config={"squash": s["squash"], "init_std": s["init_std"], "prior_std": s["prior_std"],
-                                    "iterations": s["iterations"]})
+                          optimizer=s["optimizer"], momentum=s["momentum"],
+                          config={"squash": s["squash"], "init_std": s["init_std"], **routed})
     return run, time.perf_counter() - start
 
 
@@ -344,7 +344,9 @@ def ship(label: str, depths: tuple, seeds: tuple, out: Path, threads: int, track
                 run, seconds = train_one({**s, "routing": routing}, depth, seed, data_cache, track=tracked)
                 keep = ("layer", "capsules", "alive", "cnm", "cns", "car", "cas", "cdr", "cds", "dyr", "dys")
                 runs.append({"depth": depth, "routing": routing, "seed": seed, "accuracy": run.record.accuracy,
-                             "seconds": round(seconds, 2),
+                             "train_accuracy": run.history.train_accuracy, "seconds": round(seconds, 2),
+                             "correct": "".join("1" if ok else "0" for ok in
+                                                (run.record.predictions == run.record.labels).tolist()),
                              "table": [{k: row[k] for k in keep} for row in run.table]})
                 print(f"{routing:8} depth {depth} seed {seed}: acc {100 * run.record.accuracy:.1f}%  "
                       f"cdr {[round(r['cdr'], 2) for r in run.table]}  {seconds:.1f} s", flush=True)

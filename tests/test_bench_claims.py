@@ -1,5 +1,6 @@
-"""Chapter 08's claims: every row names its source, quotes what its paper says, and gets the verdict that SciPy and
-statsmodels give when the test is recomputed independently from the shipped records."""
+"""The verdict tables' claims (chapter 08's bench, chapters 04 and 06): every row names its source, quotes what its
+paper says, and gets the verdict that SciPy and statsmodels give when the test is recomputed independently from
+the shipped records."""
 
 from __future__ import annotations
 
@@ -8,20 +9,16 @@ import math
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from scipy.stats import ttest_1samp
-from statsmodels.stats.multitest import multipletests
+from _scipy_verdicts import SEEDS_DIR, assert_quotes_in_papers, scipy_outcomes
 
 from capsule_lab import bench_claims as bc
+from capsule_lab.depth_study import DEPTH_CLAIMS
+from capsule_lab.ladder_study import LADDER_CLAIMS
 from capsule_lab.profiles import chapter_settings
-from capsule_lab.router_bench import LONGER_RUN, SHIPPED_CACHE, record_key
+from capsule_lab.router_bench import LONGER_RUN, SHIPPED_CACHE, record_key, verdict_records
 
 QUICK = chapter_settings("08", "quick")
-SEEDS_DIR = Path(__file__).resolve().parents[2] / "shared" / "seeds"
-#: The papers whose text lies in ../shared/seeds, by the name a claim gives them.
-PAPER_FILES = {"Mitterreiter et al. 2023": "003", "Renzulli et al. 2024 (REM)": "000", "Jeong et al. 2019": "004",
-               "Faria 2022": "002"}
 
 
 def shipped_records(settings, folder: Path) -> list:
@@ -31,7 +28,7 @@ def shipped_records(settings, folder: Path) -> list:
 
 def test_every_claim_names_its_source_and_says_whose_it_is():
     assert len(bc.CLAIMS) >= 14
-    for claim in bc.CLAIMS:
+    for claim in bc.CLAIMS + DEPTH_CLAIMS + LADDER_CLAIMS:
         assert claim.source.strip() and claim.statement.strip() and claim.question.strip() and claim.differs.strip()
         if claim.origin == "course":
             assert claim.paper == "course" and claim.source.startswith("our question") and not claim.quoted
@@ -46,12 +43,9 @@ def test_every_claim_names_its_source_and_says_whose_it_is():
 
 
 @pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason="the paper texts (../shared/seeds) are not beside this checkout")
-def test_quoted_claims_are_in_their_papers():
-    flat = lambda text: re.sub(r"\s+", " ", text.replace("**", "")).lower()
-    for claim in bc.CLAIMS:
-        if claim.quoted and claim.paper in PAPER_FILES:
-            paper = flat(next(SEEDS_DIR.glob(PAPER_FILES[claim.paper] + "_*.txt")).read_text())
-            assert flat(claim.statement.removeprefix("... ")) in paper, claim.statement
+@pytest.mark.parametrize("table", [bc.CLAIMS, DEPTH_CLAIMS, LADDER_CLAIMS], ids=["08", "04", "06"])
+def test_quoted_claims_are_in_their_papers(table):
+    assert_quotes_in_papers(table)
 
 
 def test_a_claim_checks_its_fields():
@@ -62,47 +56,6 @@ def test_a_claim_checks_its_fields():
         bc.Claim(**{**base.__dict__, "source": " "})
     with pytest.raises(ValueError, match="origin must be one of"):
         bc.Claim(**{**base.__dict__, "origin": "blog"})
-
-
-def scipy_outcomes(records, claims, ceiling, alpha=0.05) -> list[str]:
-    """The verdicts recomputed without capsule_lab.stats: SciPy's one-sample t tests on the per-seed differences,
-    statsmodels' Holm, the convergence and ceiling rules written out again."""
-    by = {(r["router"], r["seed"]): r for r in records}
-    p_values, untestable = [], []
-    for claim in claims:
-        seeds = sorted({s for n, s in by if n == claim.a} & {s for n, s in by if n == claim.b})
-        lower, log = bc.MEASURES[claim.measure]
-        f = np.log if log else np.asarray
-        a = f(np.array([by[claim.a, s][claim.measure] for s in seeds], dtype=float))
-        b = f(np.array([by[claim.b, s][claim.measure] for s in seeds], dtype=float))
-        d, m = (b - a) if lower else (a - b), claim.margin
-
-        def p(null, alternative):
-            return ttest_1samp(d, null, alternative=alternative).pvalue
-
-        if claim.kind == "better":
-            p_values.append((p(0, "greater"), p(m, "less")))
-        elif claim.kind == "equivalent":
-            p_values.append((max(p(-m, "greater"), p(m, "less")), min(1, 2 * min(p(m, "greater"), p(-m, "less")))))
-        else:
-            p_values.append((p(-m, "greater"), p(-m, "less")))
-        late = not log and any(abs(by[n, s]["train_accuracy"][-1] - by[n, s]["train_accuracy"][-2]) >= bc.CONVERGENCE
-                               for n in (claim.a, claim.b) for s in seeds)
-        machines = {(by[n, s]["device"], by[n, s]["threads"]) for n in (claim.a, claim.b) for s in seeds}
-        late = late or (log and len(machines) > 1)
-        full = claim.measure == "entropy" and any(
-            ceiling - np.mean([by[n, s]["entropy"] for s in seeds]) <= bc.CEILING_BITS for n in (claim.a, claim.b))
-        untestable.append(late or full)
-    family = [p for (pf, pa), u in zip(p_values, untestable) if not u for p in (pf, pa)]
-    adjusted = iter(multipletests(family, method="holm")[1]) if family else iter(())
-    outcomes = []
-    for u in untestable:
-        if u:
-            outcomes.append("undecided")
-            continue
-        pf, pa = next(adjusted), next(adjusted)
-        outcomes.append("contradicted" if pa < alpha else "supported" if pf < alpha else "undecided")
-    return outcomes
 
 
 def test_the_quick_bench_verdicts_are_scipys_and_all_undecided_before_convergence():
@@ -122,6 +75,7 @@ def test_the_longer_run_verdicts_are_scipys():
     assert len(settings.seeds) >= 5 and ladders.seeds == settings.seeds
     assert ladders.schedule.epochs > settings.schedule.epochs and set(ladders.routers) == {"ladder", "ladder matched"}
     combined = [r for r in records if r["router"] not in ladders.routers] + ladder_records
+    assert sorted(map(str, verdict_records())) == sorted(map(str, combined))
     rows = bc.claim_verdicts(combined, ceiling=7.64)
     assert [r.verdict.outcome for r in rows] == scipy_outcomes(combined, bc.CLAIMS, 7.64)
     assert [r.verdict.outcome for r in bc.claim_verdicts(records, ceiling=7.64)] == \
@@ -182,3 +136,23 @@ def test_entropy_ceiling_by_hand():
     assert bc.entropy_ceiling([0, 0, 0, 0, 1, 1]) == pytest.approx((2 + 1) / 2)
     with pytest.raises(ValueError, match="labels must be"):
         bc.entropy_ceiling([])
+
+
+def test_undecided_with_one_seed_or_a_record_that_cannot_be_compared():
+    from capsule_lab.claims import claim_verdicts
+    claim = bc.Claim("course", "05", "our question", "A beats B", False, "-", "does A beat B?", "A", "B",
+                     "accuracy", "better", "nothing", origin="course")
+    one = claim_verdicts([synthetic("A", 0, 0.99, correct="1111"), synthetic("B", 0, 0.9, correct="1100")], [claim])[0]
+    assert one.verdict.outcome == "undecided" and one.verdict.reason.startswith("not testable: one seed (0)")
+    assert one.verdict.p_support is None and one.mcnemar.a_only == 2                # the images still speak
+    assert "UNDECIDED: not testable: one seed" in bc.describe(one) and "2 right for A only" in bc.describe(one)
+    clear = [synthetic("A", s, 0.99 + 0.001 * s) for s in range(5)] + [synthetic("B", s, 0.95) for s in range(5)]
+    noted = clear[:-1] + [dict(synthetic("B", 4, 0.95), accuracy=None, untestable="no matching epoch")]
+    row = claim_verdicts(noted, [claim])[0]
+    assert row.verdict.outcome == "undecided" and "B: no matching epoch" in row.verdict.reason
+    entropy = bc.Claim("course", "05", "our question", "A lower", False, "-", "lower?", "A", "B", "entropy",
+                       "better", "nothing", origin="course")
+    own = [dict(r, entropy_ceiling=7.0, entropy=6.8 if r["router"] == "B" else 3.0) for r in clear]
+    row = claim_verdicts(own, [entropy])[0]                        # each record's own ceiling, no argument needed
+    assert row.verdict.outcome == "undecided" and "B's entropy 6.80 bits is within 0.5 of its ceiling 7.00" in \
+        row.verdict.reason

@@ -176,3 +176,69 @@ def test_hidden_dead_rate_counts_only_the_hidden_layers():
              {"cds": 5, "capsules": 10}]                                   # primary, two hidden, class capsules
     assert hidden_dead_rate(table) == (4 + 2) / 32
     assert hidden_dead_rate(table[:1] + table[-1:]) == 0.0                 # one routing layer: no hidden layer
+
+
+# ------------------------------------------------------------------ the verdict table (DEPTH_CLAIMS)
+
+def test_run_names():
+    from capsule_lab.depth_study import run_name
+    assert run_name("dynamic", 4) == "RBA, 4 routing layers"
+    assert run_name("uniform", 6) == "uniform, 6 routing layers"
+    assert run_name("dynamic", 4, 2) == "RBA, 4 routing layers, layer 2"
+    with pytest.raises(ValueError, match="routing must be one of"):
+        run_name("em", 4)
+
+
+def test_claim_records_are_the_shipped_runs_numbers():
+    from capsule_lab.depth_study import depth_claim_records, run_name
+    shipped = shipped_runs()
+    records = {(r["router"], r["seed"]): r for r in depth_claim_records(shipped)}
+    for run in shipped["runs"]:
+        whole = records[run_name(run["routing"], run["depth"]), run["seed"]]
+        hidden = run["table"][1:-1]
+        assert whole["dead_rate"] == pytest.approx(sum(r["cds"] for r in hidden) / (16 * len(hidden)))
+        share = whole["correct"].count("1") / len(whole["correct"])
+        assert whole["accuracy"] == run["accuracy"] == pytest.approx(share)
+        for row in run["table"] if run["routing"] == "dynamic" else ():
+            layer = records[run_name("dynamic", run["depth"], row["layer"]), run["seed"]]
+            assert layer["dead_rate"] == row["cdr"] and layer["train_accuracy"] == run["train_accuracy"]
+    with pytest.raises(ValueError, match="no training accuracy"):
+        depth_claim_records({"runs": [{k: v for k, v in shipped["runs"][0].items() if k != "train_accuracy"}]})
+
+
+def test_the_verdicts_are_scipys():
+    from _scipy_verdicts import scipy_outcomes
+
+    from capsule_lab.depth_study import DEPTH_CLAIMS, depth_claim_records, depth_verdicts
+    shipped = shipped_runs()
+    assert len(shipped["provenance"]["seeds"]) >= 5
+    rows = depth_verdicts(shipped)
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(depth_claim_records(shipped), DEPTH_CLAIMS)
+
+
+def test_ship_trains_both_routings_and_keeps_what_the_verdicts_read(tmp_path):
+    script = _script()
+    out = tmp_path / "runs.json"
+    script.main(["ship", "--label", "smoke", "--depths", "2", "--seeds", "0", "1", "--track", "9", "9",
+                 "--out", str(out)])
+    import json
+    blob = json.loads(out.read_text())
+    assert [(r["routing"], r["seed"]) for r in blob["runs"]] == [("dynamic", 0), ("dynamic", 1), ("uniform", 0),
+                                                                 ("uniform", 1)]
+    for run in blob["runs"]:
+        assert len(run["train_accuracy"]) == blob["provenance"]["setting"]["epochs"]
+        assert run["accuracy"] == pytest.approx(run["correct"].count("1") / len(run["correct"]))
+
+
+def test_the_longer_run_is_complete_and_its_verdicts_are_scipys():
+    from _scipy_verdicts import scipy_outcomes
+
+    from capsule_lab.depth_study import DEPTH_CLAIMS, depth_claim_records, depth_verdicts
+    longer = shipped_runs("dead_capsule_runs_longer.json")
+    prov = longer["provenance"]
+    assert prov["setting"]["label"] == "longer, 5 iterations" and prov["setting"]["epochs"] == 20
+    assert len(prov["seeds"]) >= 5 and set(prov["depths"]) >= {4, 6}
+    assert len(longer["runs"]) == 2 * len(prov["depths"]) * len(prov["seeds"])
+    assert all(len(run["train_accuracy"]) == 20 for run in longer["runs"])
+    rows = depth_verdicts(longer)
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(depth_claim_records(longer), DEPTH_CLAIMS)

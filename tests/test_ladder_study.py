@@ -126,7 +126,8 @@ def test_primary_capsules_and_the_activity_profile_against_a_forward_written_her
 def test_the_shipped_longer_run_is_complete_and_consistent():
     report = shipped_ladder_runs()
     prov, runs = report["provenance"], report["runs"]
-    assert prov["seeds"] == [0, 1, 2] and prov["settings"]["epochs"] == 8 and prov["settings"]["train_size"] == 8000
+    epochs = prov["settings"]["schedule"]["epochs"]
+    assert prov["seeds"] == [0, 1, 2, 3, 4] and epochs >= 8 and prov["settings"]["train_size"] == 8000
     settings = replace(chapter_settings("06", "quick"), train_size=prov["settings"]["train_size"])
     names = [f"ladder K={k}" for k in settings.ks] + ["capsnet r=3"]
     assert list(runs) == names
@@ -134,9 +135,55 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
         make = (lambda: LadderCapsNet(settings.ladder_config(int(name.split("=")[1])))) if name.startswith("ladder") \
             else (lambda: CapsNet(settings.capsnet))
         count = sum(p.numel() for p in make().parameters())
-        for seed in ("0", "1", "2"):
+        for seed in map(str, prov["seeds"]):
             run = runs[name][seed]
             assert 0.1 < run["affine_accuracy"] < run["clean_accuracy"] <= 1
-            assert run["parameters"] == count and len(run["train_loss"]) == 8
+            assert run["parameters"] == count and len(run["train_loss"]) == len(run["train_accuracy"]) == epochs
             profile = run["activity_profile"]
             assert len(profile) == settings.profile_top and all(a >= b for a, b in zip(profile, profile[1:]))
+
+
+# ------------------------------------------------------------------ the verdict table (LADDER_CLAIMS)
+
+def test_middle_share_by_hand():
+    from capsule_lab.ladder import middle_share
+    assert middle_share([0.95, 0.5, 0.2, 0.05]) == 0.5               # 0.5 and 0.2 lie strictly inside (0.1, 0.9)
+    assert middle_share([0.9, 0.1, 0.3]) == pytest.approx(1 / 3)      # the bounds themselves are high or low
+    assert middle_share(torch.tensor([0.99, 0.98]), low=0.1, high=0.99) == 0.5
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        middle_share([])
+    with pytest.raises(ValueError, match="0 <= low < high <= 1"):
+        middle_share([0.5], low=0.9, high=0.1)
+
+
+def test_claim_records_are_the_shipped_runs_numbers():
+    import numpy as np
+    from capsule_lab.ladder_study import ladder_claim_records
+    shipped = shipped_ladder_runs()
+    records = ladder_claim_records(shipped)
+    assert len(records) == sum(len(seeds) for seeds in shipped["runs"].values())
+    for r in records:
+        run = shipped["runs"][r["router"]][str(r["seed"])]
+        profile = np.array(run["activity_profile"])
+        assert r["affine_drop"] == pytest.approx(run["clean_accuracy"] - run["affine_accuracy"])
+        assert r["middle_share"] == pytest.approx(np.mean((profile > 0.1) & (profile < 0.9)))
+        assert r["accuracy"] == run["clean_accuracy"] and r["train_accuracy"] == run["train_accuracy"]
+    stripped = {"runs": {"ladder K=32": {"0": {k: v for k, v in shipped["runs"]["ladder K=32"]["0"].items()
+                                               if k != "train_accuracy"}}}}
+    with pytest.raises(ValueError, match="no training accuracy"):
+        ladder_claim_records(stripped)
+    with pytest.raises(ValueError, match="shipped_ladder_runs"):
+        ladder_claim_records({"provenance": {}})
+
+
+def test_the_verdicts_are_scipys_and_the_tables_numbers_are_the_runs():
+    from _scipy_verdicts import scipy_outcomes
+
+    from capsule_lab.ladder_study import LADDER_CLAIMS, ladder_claim_records, ladder_verdicts
+    shipped = shipped_ladder_runs()
+    assert len(shipped["provenance"]["seeds"]) >= 5
+    rows = ladder_verdicts(shipped)
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(ladder_claim_records(shipped), LADDER_CLAIMS)
+    # the parameter ratio the claims' "differs" states is the shipped networks'
+    ratio = shipped["runs"]["ladder K=32"]["0"]["parameters"] / shipped["runs"]["capsnet r=3"]["0"]["parameters"]
+    assert all(f"{ratio:.1f}×" in c.differs for c in LADDER_CLAIMS if "capsnet r=3" in (c.a, c.b))

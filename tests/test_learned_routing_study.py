@@ -153,3 +153,34 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
                 run = seeds[seed]
                 assert 0.1 < run["accuracy"] <= 1 and run["parameters"] == count and len(run["train_loss"]) == 3
                 assert 0 <= run["entropy"] <= 1 and 0 < run["largest"] <= 1
+
+
+# ------------------------------------------------------------------ the verdict table (LEARNED_CLAIMS)
+
+def test_claim_records_and_verdicts_of_the_longer_run():
+    from _scipy_verdicts import scipy_outcomes
+
+    from capsule_lab.learned_routing_study import (LEARNED_CLAIMS, learned_claim_records, learned_verdicts,
+                                                   shipped_routing_runs)
+    shipped = shipped_routing_runs()
+    records = learned_claim_records(shipped)
+    assert len(records) == sum(len(seeds) for routers in shipped["runs"].values() for seeds in routers.values())
+    for r in records:
+        router, dataset = r["router"].split(", ")
+        assert r["accuracy"] == shipped["runs"][dataset][router][str(r["seed"])]["accuracy"]
+    rows = learned_verdicts(shipped)
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, LEARNED_CLAIMS)
+    if all("train_accuracy" not in run for routers in shipped["runs"].values() for seeds in routers.values()
+           for run in seeds.values()):
+        assert all("kept no training accuracy" in r.verdict.reason for r in rows)
+    # with each epoch's training accuracy kept, the convergence criterion reads it (here: still climbing)
+    climbing = {"runs": {"mnist": {router: {str(s): {"accuracy": 0.9 + 0.01 * s + (0.02 if router == "connectionist"
+                                                                                  else 0), "train_accuracy": [0.8, 0.9]}
+                                            for s in range(3)} for router in ("dynamic", "similarity", "connectionist")},
+                         "fashion": {router: {str(s): {"accuracy": 0.8, "train_accuracy": [0.8, 0.801]}
+                                              for s in range(3)} for router in ("dynamic", "connectionist")}}}
+    rows = learned_verdicts(climbing)
+    assert "connectionist, mnist not converged (seeds 0, 1, 2" in rows[0].verdict.reason
+    assert rows[2].verdict.p_support is not None                                     # Fashion: converged, tested
+    with pytest.raises(ValueError, match="shipped_routing_runs"):
+        learned_claim_records({"provenance": {}})

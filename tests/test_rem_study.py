@@ -164,6 +164,51 @@ def test_a_long_run_keeps_only_the_last_steps_and_rem_s_model():
         model_at(run.dense[0], TINY)
 
 
+# ------------------------------------------------------------------ the verdict table (REM_CLAIMS)
+
+def _measured(accuracy, entropy):
+    """A step whose test measure answers ``accuracy`` and, at 11 levels, ``entropy`` (from a summary)."""
+    m = RoutingMeasure(accuracy, 0.0, None, torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long),
+                       summary={11: ({0: entropy}, {0: 3}, torch.zeros(1, 4))}, summary_classes=10)
+    return Step(1, {"overall": 0.0}, 0.0, m, None)
+
+
+def test_entropy_at_accuracy_interpolates_between_epochs_by_hand():
+    from capsule_lab.rem_study import entropy_at_accuracy
+    steps = [_measured(0.9, 4.0), _measured(0.8, 2.0), _measured(0.95, 5.0)]          # any order
+    assert entropy_at_accuracy(steps, 0.85) == pytest.approx(3.0)
+    assert entropy_at_accuracy(steps, 0.925) == pytest.approx(4.5)
+    assert entropy_at_accuracy(steps, 0.95) == 5.0
+    with pytest.raises(ValueError, match=r"outside the steps' accuracies \[0.8000, 0.9500\]"):
+        entropy_at_accuracy(steps, 0.7)
+    with pytest.raises(ValueError, match="non-empty list of Step"):
+        entropy_at_accuracy([], 0.8)
+
+
+def test_claim_records_and_verdicts_of_tiny_runs():
+    from _scipy_verdicts import scipy_outcomes
+
+    from capsule_lab.rem_study import REM_CLAIMS, rem_claim_records, rem_verdicts
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=2, epochs_per_round=1, amount=0.5)
+    data = (_data(32, 2), _data(8, 3), _data(12, 4))
+    runs = {("mnist", seed): run_rem("mnist", settings, data, seed=seed) for seed in (0, 1)}
+    records = {(r["router"], r["seed"]): r for r in rem_claim_records(runs)}
+    for seed, run in ((s, runs["mnist", s]) for s in (0, 1)):
+        q, rem = records["Q, mnist", seed], records["REM, mnist", seed]
+        assert q["accuracy"] == run.q.test.accuracy == q["correct"].count("1") / 12
+        assert rem["entropy"] == run.rem.test.entropy(11) and rem["entropy_ceiling"] == run.rem.test.entropy_ceiling()
+        keys = run.q.test.keys(11)
+        assert q["keys"] == pytest.approx(sum(keys.values()) / len(keys))
+        assert len(q["train_accuracy"]) == 3 and len(rem["train_accuracy"]) == run.chosen + 1
+        assert all(0 <= a <= 1 for a in q["train_accuracy"])
+    rows = rem_verdicts(runs)
+    assert [r.claim for r in rows] == [c for c in REM_CLAIMS if c.a.endswith("mnist")]
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(list(records.values()), [r.claim for r in rows])
+    one = rem_verdicts({("mnist", 0): runs["mnist", 0]})
+    assert all(r.verdict.outcome == "undecided" and "one seed (0)" in r.verdict.reason for r in one)
+    assert one[1].mcnemar is not None and one[1].mcnemar.strata == 1       # the images still answer for one seed
+
+
 def test_measure_routing_under_quantised_inference_is_the_model_run_quantised():
     from capsule_lab.rem import quantized_inference
     torch.manual_seed(1)
