@@ -53,11 +53,11 @@ class Measure(NamedTuple):
 #: point of affine accuracy is about one standard error near 85 %; then half a bit of parse-tree entropy, and 20 % of a
 #: training step's time (ln 1.2 on the log scale).
 ACCURACY_MARGIN, AFFINE_MARGIN, ENTROPY_MARGIN, TIME_MARGIN = 0.005, 0.01, 0.5, math.log(1.2)
-#: The number of parse trees (keys) per class, compared as a ratio: 20 % fewer (ln 1.2 on the log scale).
+#: The margin of the number of parse trees (keys) per class, compared as a ratio, is 20 % fewer (ln 1.2).
 KEYS_MARGIN = math.log(1.2)
-#: A share of capsules: 5 % of them (chapter 06's activity profile: 7.5 of its 150 ranks).
+#: The margin of a share of capsules is 5 % of them (7.5 of the 150 ranks of chapter 06's activity profile).
 SHARE_MARGIN = 0.05
-#: A dead rate: one capsule of a layer of 16 (chapter 04's networks).
+#: The margin of a dead rate is one capsule of a layer of 16 (chapter 04's networks).
 DEAD_MARGIN = 1 / 16
 
 #: The measures a claim may name. ``affine_drop`` is clean minus affine accuracy (chapter 06); ``middle_share`` the
