@@ -50,7 +50,9 @@ def quantize(c: torch.Tensor, levels: int = 11) -> torch.Tensor:
     """Quantise couplings in [0, 1] into ``levels`` uniform levels: integer indices ``round(c · (levels − 1))``.
 
     ``c`` any shape, floating point, every value in [0, 1] (a coupling is a probability); returns int64 of the
-    same shape. Ties round half to even (``torch.round``), as the paper's code does. Chapter 05.
+    same shape. Ties round half to even (``torch.round``). The paper's code bins with ``torch.bucketize`` on the
+    edges (a tie goes down) for inference and ``np.digitize`` (a tie goes up) for its dictionary; the three differ only
+    for a coupling exactly on a bin edge. Chapter 05.
     """
     _check_levels(levels)
     check_tensor(c, "c", "(...) with values in [0, 1]", floating=True)
@@ -289,20 +291,25 @@ def snip_prune(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, amo
 
 @torch.no_grad()
 def lobster_step(model: nn.Module, strength: float) -> None:
-    """One LOBSTER update on the prunable weights, after ``loss.backward()`` and the optimiser's step:
+    """One LOBSTER update (Tartaglione et al., 2022) on every parameter, with a gradient, of the layers REM
+    prunes (:func:`prunable_parameters`' modules: their weights and biases, and a capsule layer's routing pose bias):
 
-        w ← w − strength · w · relu(1 − |∂L/∂w|)
+        p ← p − strength · p · relu(1 − |∂L/∂p|)
 
-    a weight decay applied only where the loss is insensitive to the weight (``|∂L/∂w| < 1``), which drives those
-    weights towards zero for magnitude pruning to remove. This is what the REM paper's public code does (with
-    strength 1e-4 decaying × 0.99 per epoch), where the paper's text says iterative magnitude pruning; the
-    course offers it as that code's variant. Weights without a gradient are left alone. Chapter 05.
+    a decay applied only where the loss is insensitive to the parameter (``|∂L/∂p| < 1``), which drives those
+    parameters towards zero for a magnitude threshold to remove. Call it after ``loss.backward()`` and *before*
+    ``optimizer.step()``, as the REM paper's public code does (with strength 1e-4 decaying × 0.99 per epoch, and a
+    global magnitude threshold each epoch that does not raise the validation loss), where the paper's text says
+    iterative magnitude pruning; the paper cites LOBSTER as its pruning method [40]. With pruning masks the update
+    acts on ``weight_orig``. Parameters without a gradient are left alone. Chapter 05.
     """
     if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not strength >= 0:
         raise ValueError(f"strength must be a number >= 0, got {strength!r}")
-    for module, attr in prunable_parameters(model):
-        weight = getattr(module, f"{attr}_orig", None)
-        weight = getattr(module, attr) if weight is None else weight
-        if weight.grad is not None:
-            weight -= strength * weight * torch.relu(1 - weight.grad.abs())
+    seen = set()
+    with torch.no_grad():
+        for module, _ in prunable_parameters(model):
+            for parameter in module.parameters():
+                if parameter.grad is not None and id(parameter) not in seen:
+                    seen.add(id(parameter))
+                    parameter -= strength * parameter * torch.relu(1 - parameter.grad.abs())
 

@@ -124,7 +124,9 @@ class RoutingMeasure:
 class Step:
     """A model after ``epoch`` epochs: its sparsity (per parameter and ``"overall"``), validation loss, test
     measure, its weights (a CPU copy of the state dict, pruning masks included; None once dropped, see
-    :func:`run_rem`) and its accuracy on the training images during that epoch. Chapter 05."""
+    :func:`run_rem`), its accuracy on the training images during that epoch and ``quantized``, the test measure
+    under quantised inference with the settings' K (:func:`measure_routing` with ``quantize_levels``): the paper's
+    Q for a dense step, REM for a pruned one, where ``test`` is the model without quantisation. Chapter 05."""
 
     epoch: int
     sparsity: dict
@@ -132,11 +134,14 @@ class Step:
     test: RoutingMeasure
     state: Optional[dict] = field(repr=False)
     train_accuracy: Optional[float] = None
+    quantized: Optional[RoutingMeasure] = None
 
     def drop(self, levels=(11,)) -> None:
         """Free the weights and the test couplings (:meth:`RoutingMeasure.drop_couplings`)."""
         self.state = None
-        self.test.drop_couplings(levels)
+        for measure in (self.test, self.quantized):
+            if measure is not None:
+                measure.drop_couplings(levels)
 
 
 @dataclass
@@ -261,7 +266,9 @@ def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, i
     def after_epoch(epoch: int, net: CapsNet) -> None:
         val_loss = measure_routing(net, val, device=device, keep_couplings=False, amp=amp).loss
         steps.append(Step(epoch, sparsity(net), val_loss, measure_routing(net, test, device=device, amp=amp),
-                          {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}))
+                          {k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
+                          quantized=measure_routing(net, test, device=device, amp=amp,
+                                                    quantize_levels=settings.levels)))
         if not settings.keep_every_step:    # keep the newest step and REM's model so far; summarise the rest
             keep = {len(steps) - 1}
             if iterative and epoch >= settings.warmup_epochs:

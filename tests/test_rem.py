@@ -185,6 +185,16 @@ def test_lobster_decays_only_weights_the_loss_ignores():
         lobster_step(model, -1.0)
 
 
+def test_lobster_also_decays_the_biases_of_the_pruned_layers_as_the_papers_code_does():
+    model = _model()
+    bias = model.conv.bias
+    bias.grad = torch.tensor([0.0, 2.0] + [0.0] * (bias.numel() - 2))     # the second bias matters to the loss
+    before = bias.detach().clone()
+    lobster_step(model, 0.1)
+    torch.testing.assert_close(bias[1], before[1])
+    torch.testing.assert_close(bias[0], before[0] * 0.9)
+
+
 def test_snip_keeps_the_weights_with_the_largest_connection_sensitivity():
     torch.manual_seed(3)
     model = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False))

@@ -245,3 +245,17 @@ def test_accuracy_by_levels_and_the_lowest_k_that_keeps_the_accuracy():
         lowest_levels({11: 0.9}, 0.9, -0.1)
     with pytest.raises(ValueError, match="at least one number"):
         accuracy_by_levels(model, data, levels=())
+
+
+def test_every_step_is_also_measured_under_quantised_inference():
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=1, epochs_per_round=1, amount=0.5)
+    data = (_data(32, 2), _data(8, 3), _data(12, 4))
+    run = run_rem("mnist", settings, data, seed=0)
+    for step in run.dense + run.pruned:
+        again = measure_routing(model_at(step, TINY), data[2], quantize_levels=settings.levels)
+        assert step.quantized.accuracy == again.accuracy
+        assert torch.equal(step.quantized.predictions, again.predictions)
+        torch.testing.assert_close(step.quantized.couplings, again.couplings)
+    step = run.dense[0]
+    step.drop((settings.levels,))
+    assert step.quantized.couplings is None and step.test.couplings is None and step.state is None
