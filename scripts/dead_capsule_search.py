@@ -11,7 +11,10 @@ version and the machine. Rows already in the CSV are skipped, so an interrupted 
     python scripts/dead_capsule_search.py run --grid screen          # 1 seed, many settings: which factors matter
     python scripts/dead_capsule_search.py run --grid confirm         # the deciding factors, 3 seeds, depths 1-6
     python scripts/dead_capsule_search.py plot                       # capsule_lab/results/dead_capsule_search.png
-    python scripts/dead_capsule_search.py ship                       # capsule_lab/results/dead_capsule_runs.json (chapter 04)
+    python scripts/dead_capsule_search.py ship --depths 2 3 4 5 6 --seeds 0 1 2 3 4 --track 4 0
+        # capsule_lab/results/dead_capsule_runs.json (chapter 04, section 4; 15 min on 1 thread)
+    python scripts/dead_capsule_search.py ship --label "longer, 5 iterations" --depths 4 6 --seeds 0 1 2 3 4 \
+        --track 9 9 --out capsule_lab/results/dead_capsule_runs_longer.json   # chapter 04's verdicts (33 min)
     python scripts/dead_capsule_search.py run --quick --csv /tmp/x.csv   # a smoke test in seconds
 
 Every number in ``capsule_lab/results/`` comes from these commands; run them one at a time (each uses ``--threads``, default 1,

@@ -1,15 +1,15 @@
-"""Chapter 06's comparison trained longer than the quick profile allows, on a CPU, over three seeds.
+"""Chapter 06's comparison trained longer than the quick profile allows, on a CPU, over five seeds.
 
 The quick profile trains each network for 2 epochs on 4k expanded digits (under a minute for all four); that is
 far from converged. This script runs the same study (:func:`capsule_lab.ladder_study.run_ladder_study`: the slim
 L-CapsNets with K = 16, 32, 64 and the matched slim CapsNet, the quick schedule) on all 8k offline training
-digits for 8 epochs, tests on all 2k offline test digits (clean and affine), for seeds 0, 1 and 2, and writes
+digits for 8 epochs, tests on all 2k offline test digits (clean and affine), for the seeds given, and writes
 ``capsule_lab/results/ladder_runs.json``: provenance (command, settings, torch, machine, threads, date), and per
-network and seed the accuracies, parameters, seconds, per-epoch training loss, and the activity profile of the
-primary capsules on the training images of digit 0 (the paper's Figure 4). Chapter 06 reads it with
+network and seed the accuracies, parameters, seconds, per-epoch training loss and accuracy, and the activity profile
+of the primary capsules on the training images of digit 0 (the paper's Figure 4). Chapter 06 reads it with
 :func:`capsule_lab.ladder_study.shipped_ladder_runs`.
 
-    python scripts/ladder_longer_run.py                     # ~20-40 min on 2 CPU cores
+    python scripts/ladder_longer_run.py --seeds 0 1 2 3 4 --threads 1   # the shipped run: 48 min on 1 CPU thread
     python scripts/ladder_longer_run.py --quick --out /tmp/x.json   # a smoke test in seconds
 """
 
