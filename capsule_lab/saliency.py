@@ -13,7 +13,9 @@ both upsampled bilinearly to the image size (:func:`grad_cam`, :func:`coupling_s
 How much two saliency maps agree, image by image: :func:`rank_correlation` (Spearman's ρ of the pixels, ties
 get their average rank) and :func:`top_k_overlap` (the share of one map's most salient pixels that are also
 among the other's); :func:`saliency_agreement` summarises both over a batch, beside what two unrelated maps
-would give by chance.
+would give by chance. Whether a map looks at the object, the paper's Fig. 5 claim for REM against Q (§4.3.4):
+:func:`saliency_on_object`, the share of a map's saliency on the digit's own pixels, beside the same share on
+another image's digit (the shuffled-pair baseline).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from .models import CapsNet
 from .modes import eval_mode
 from .rem import coupling_saliency
 
-__all__ = ["grad_cam", "coupling_saliency_maps", "rank_correlation", "top_k_overlap", "saliency_agreement"]
+__all__ = ["grad_cam", "coupling_saliency_maps", "rank_correlation", "top_k_overlap", "saliency_agreement",
+           "saliency_on_object"]
 
 
 def _check_model(model) -> CapsNet:
@@ -198,3 +201,30 @@ def saliency_agreement(a: torch.Tensor, b: torch.Tensor, fraction: float = 0.1) 
     return {"spearman_mean": spearman_mean, "spearman_std": spearman_std, "overlap_mean": overlap_mean,
             "overlap_std": overlap_std, "images": int(kept.sum()), "skipped": int((~kept).sum()),
             "fraction": float(fraction), "chance_overlap": _top_count(fraction, pixels) / pixels}
+
+
+def saliency_on_object(maps: torch.Tensor, images: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
+    """The share of each saliency map's mass that lies on the object: ``(B,)`` in [0, 1].
+
+    maps ``(B, H, W)``, non-negative (Grad-CAM and eq. 16 are); images ``(B, 1, H, W)`` or ``(B, H, W)`` of the
+    same size, grey levels. The object is the pixels brighter than ``threshold`` (a digit's strokes); the share is
+    Σ map · [object] / Σ map. A map with no mass has no share (``nan``). The chance level depends on how much of
+    the image the object covers, so read it against a baseline: the same maps on other images' objects,
+    ``saliency_on_object(maps, images.roll(1, dims=0))`` (each map paired with the next image's digit). The paper
+    reads REM's saliency as concentrated on the object (§4.3.4, Fig. 5). Chapter 05.
+    """
+    check_tensor(maps, "maps", "(B, H, W)", ndim=3, nonempty=True)
+    check_tensor(images, "images", f"(B, 1, H, W) or (B, H, W) with (B, H, W) = {tuple(maps.shape)}")
+    pixels = images[:, 0] if images.dim() == 4 and images.shape[1] == 1 else images
+    if tuple(pixels.shape) != tuple(maps.shape):
+        raise ValueError(f"images must have shape (B, 1, H, W) or (B, H, W) with (B, H, W) = {tuple(maps.shape)}, "
+                         f"got {tuple(images.shape)}")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+        raise ValueError(f"threshold must be a finite number (a grey level), got {threshold!r}")
+    m = maps.detach().double()
+    if (m < 0).any() or not torch.isfinite(m).all():
+        raise ValueError("maps must be finite and non-negative (a saliency map's mass), got a negative or nan value")
+    on = (pixels.detach() > threshold).double()
+    total = m.sum(dim=(1, 2))
+    share = (m * on).sum(dim=(1, 2)) / total
+    return torch.where(total > 0, share, torch.full_like(share, math.nan))

@@ -220,3 +220,23 @@ def test_agreement_measures_check_their_inputs():
     for fraction in (0, 1.5, True):
         with pytest.raises(ValueError, match=r"fraction must be a share in \(0, 1\]"):
             top_k_overlap(a, a, fraction)
+
+
+def test_saliency_on_object_by_hand_and_its_shuffled_baseline():
+    from capsule_lab.saliency import saliency_on_object
+    images = torch.tensor([[[0.9, 0.0], [0.0, 0.0]],                  # image 0: the object is the top-left pixel
+                           [[0.0, 0.0], [0.8, 0.7]]])                 # image 1: the bottom row
+    maps = torch.tensor([[[3.0, 1.0], [0.0, 0.0]],                    # 3 of 4 on image 0's object
+                         [[1.0, 0.0], [1.0, 2.0]]])                   # 3 of 4 on image 1's object
+    torch.testing.assert_close(saliency_on_object(maps, images), torch.tensor([0.75, 0.75], dtype=torch.float64))
+    # the baseline: each map on the next image's object (map 0 on image 1's bottom row: 0 of 4; map 1 on image 0's
+    # top-left pixel: 1 of 4)
+    torch.testing.assert_close(saliency_on_object(maps, images.roll(1, dims=0)),
+                               torch.tensor([0.0, 0.25], dtype=torch.float64))
+    torch.testing.assert_close(saliency_on_object(maps, images.unsqueeze(1), threshold=0.75),
+                               torch.tensor([0.75, 0.25], dtype=torch.float64))          # 0.7 is not above 0.75
+    assert math.isnan(saliency_on_object(torch.zeros(1, 2, 2), images[:1]).item())      # no mass, no share
+    with pytest.raises(ValueError, match="non-negative"):
+        saliency_on_object(-maps, images)
+    with pytest.raises(ValueError, match=r"images must have shape \(B, 1, H, W\) or \(B, H, W\)"):
+        saliency_on_object(maps, images[:, :1])
