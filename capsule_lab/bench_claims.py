@@ -14,10 +14,11 @@ from __future__ import annotations
 from . import claims as _claims
 from .claims import (ACCURACY_MARGIN, AFFINE_MARGIN, CEILING_BITS, CONVERGENCE, ENTROPY_MARGIN, MEASURES,
                      TIME_MARGIN, Claim, ClaimRow, advantage, convergence, describe, entropy_ceiling, margin_text)
+from .router_bench import bench_data, shipped_longer_run, verdict_records
 
 __all__ = ["Claim", "CLAIMS", "MEASURES", "ACCURACY_MARGIN", "AFFINE_MARGIN", "ENTROPY_MARGIN", "TIME_MARGIN",
            "CEILING_BITS", "CONVERGENCE", "ClaimRow", "claim_verdicts", "entropy_ceiling", "advantage", "margin_text",
-           "describe", "convergence"]
+           "describe", "convergence", "longer_run_verdicts"]
 
 _SABOUR_SETTING = ("Sabour's CapsNet (1,152 primary capsules), all of MNIST with 2-pixel shifts, no decoder for these "
                    "rows")
@@ -115,3 +116,11 @@ def claim_verdicts(records: list, claims=CLAIMS, alpha: float = 0.05, ceiling: f
     """Test chapter 08's :data:`CLAIMS` (or ``claims``) on a bench's ``records``
     (:func:`~capsule_lab.router_bench.run_router_bench`): :func:`capsule_lab.claims.claim_verdicts`. Chapter 08."""
     return _claims.claim_verdicts(records, claims, alpha, ceiling)
+
+
+def longer_run_verdicts(claims=CLAIMS, alpha: float = 0.05) -> list:
+    """Chapter 08's verdict table on the shipped longer run (:func:`~capsule_lab.router_bench.verdict_records`), the
+    entropy's ceiling read from the bench's test labels: what chapters 06 and 07 print beside their own tables.
+    Chapters 06–08."""
+    settings, _, _ = shipped_longer_run()
+    return claim_verdicts(verdict_records(), claims, alpha, entropy_ceiling(bench_data(settings)[1].tensors[1]))

@@ -31,6 +31,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from ._checks import check_class_index, check_positive_int
 from .claims import Claim, claim_verdicts
+from .stats import correct_string
 from .data import load_dataset
 from .models import CapsNet
 from .profiles import RemSettings
@@ -396,7 +397,7 @@ REM_CLAIMS = _rem_claims("mnist") + _rem_claims("fashion")
 
 
 def _correct(measure: RoutingMeasure) -> str:
-    return "".join("1" if ok else "0" for ok in (measure.predictions == measure.labels).tolist())
+    return correct_string(measure.predictions == measure.labels)
 
 
 def rem_claim_records(runs: dict, levels: int = 11) -> list:

@@ -261,7 +261,7 @@ def measure_network(net: nn.Module, test: TensorDataset, affine: TensorDataset, 
                 scores.append(out.scores.float().cpu())
         correct = torch.cat(correct)
         result[f"{label}accuracy"] = correct.double().mean().item()
-        result[f"{label}correct"] = "".join("1" if ok else "0" for ok in correct.tolist())
+        result[f"{label}correct"] = stats.correct_string(correct)
         if not label:
             couplings, predictions = torch.cat(trees), torch.cat(predictions)
             result["entropy"] = routing_entropy(couplings, predictions, parse.levels)[0]

@@ -40,7 +40,8 @@ from scipy.stats import t as student_t
 
 from ._checks import check_nonnegative, check_one_of, check_positive_int
 
-__all__ = ["binomial_standard_error", "t_quantile", "PairedT", "paired_t_test", "McNemar", "mcnemar_test",
+__all__ = ["binomial_standard_error", "t_quantile", "PairedT", "paired_t_test", "McNemar", "correct_string",
+           "mcnemar_test",
            "pooled_mcnemar_test", "Equivalence", "tost_paired", "holm", "KINDS", "OUTCOMES", "Comparison",
            "compare", "Verdict", "decide", "at_ceiling", "converged"]
 
@@ -186,6 +187,15 @@ def _discordant(correct_a, correct_b) -> tuple[int, int]:
     b = sum(x == "1" and y == "0" for x, y in zip(correct_a, correct_b))
     c = sum(x == "0" and y == "1" for x, y in zip(correct_a, correct_b))
     return b, c
+
+
+def correct_string(correct) -> str:
+    """Which test images a network got right, as the string of 0s and 1s :func:`mcnemar_test` reads (one character
+    per image, in order): from a boolean tensor or sequence, e.g. ``predictions == labels``. Chapter 08."""
+    values = correct.tolist() if hasattr(correct, "tolist") else list(correct)
+    if not values or not all(isinstance(v, bool) for v in values):
+        raise ValueError("correct must be a non-empty 1-D boolean tensor or sequence (predictions == labels)")
+    return "".join("1" if ok else "0" for ok in values)
 
 
 def mcnemar_test(correct_a: str, correct_b: str) -> McNemar:

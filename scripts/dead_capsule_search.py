@@ -43,6 +43,7 @@ import torch  # noqa: E402
 
 from capsule_lab.depth_study import depth_study_data, hidden_dead_rate, train_depth_run  # noqa: E402
 from capsule_lab.profiles import chapter_settings  # noqa: E402
+from capsule_lab.stats import correct_string  # noqa: E402
 
 CSV_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.csv"
 PNG_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.png"
@@ -348,8 +349,7 @@ def ship(label: str, depths: tuple, seeds: tuple, out: Path, threads: int, track
                 keep = ("layer", "capsules", "alive", "cnm", "cns", "car", "cas", "cdr", "cds", "dyr", "dys")
                 runs.append({"depth": depth, "routing": routing, "seed": seed, "accuracy": run.record.accuracy,
                              "train_accuracy": run.history.train_accuracy, "seconds": round(seconds, 2),
-                             "correct": "".join("1" if ok else "0" for ok in
-                                                (run.record.predictions == run.record.labels).tolist()),
+                             "correct": correct_string(run.record.predictions == run.record.labels),
                              "table": [{k: row[k] for k in keep} for row in run.table]})
                 print(f"{routing:8} depth {depth} seed {seed}: acc {100 * run.record.accuracy:.1f}%  "
                       f"cdr {[round(r['cdr'], 2) for r in run.table]}  {seconds:.1f} s", flush=True)

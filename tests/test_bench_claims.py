@@ -78,6 +78,7 @@ def test_the_longer_run_verdicts_are_scipys():
     assert sorted(map(str, verdict_records())) == sorted(map(str, combined))
     rows = bc.claim_verdicts(combined, ceiling=7.64)
     assert [r.verdict.outcome for r in rows] == scipy_outcomes(combined, bc.CLAIMS, 7.64)
+    assert [r.verdict for r in bc.longer_run_verdicts()] == [r.verdict for r in rows]     # the ceiling is 7.64 too
     assert [r.verdict.outcome for r in bc.claim_verdicts(records, ceiling=7.64)] == \
         scipy_outcomes(records, bc.CLAIMS, 7.64)
 

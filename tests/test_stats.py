@@ -229,3 +229,14 @@ def test_no_spread_gives_a_certain_answer():
     r = stats.paired_t_test([1.0, 1.0, 1.0], [0.5, 0.5, 0.5], alternative="greater")
     assert r.se == 0 and r.p_value == 0.0
     assert stats.paired_t_test([1.0, 1.0], [1.0, 1.0]).p_value == 1.0
+
+
+def test_correct_string_is_what_mcnemar_reads():
+    import torch
+    from capsule_lab.stats import correct_string
+    assert correct_string(torch.tensor([3, 1, 2]) == torch.tensor([3, 0, 2])) == "101"
+    assert correct_string([False, True]) == "01"
+    assert stats.mcnemar_test(correct_string([True, True, False]), correct_string([False, True, True])).a_only == 1
+    for bad in ([], [1, 0], torch.tensor([1.0])):
+        with pytest.raises(ValueError, match="non-empty 1-D boolean"):
+            correct_string(bad)
