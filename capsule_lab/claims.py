@@ -34,8 +34,8 @@ from . import stats
 from ._checks import check_one_of
 
 __all__ = ["Measure", "MEASURES", "ACCURACY_MARGIN", "AFFINE_MARGIN", "ENTROPY_MARGIN", "TIME_MARGIN", "SHARE_MARGIN",
-           "DEAD_MARGIN", "KEYS_MARGIN", "CEILING_BITS", "CONVERGENCE", "Claim", "ClaimRow", "claim_verdicts",
-           "entropy_ceiling", "advantage", "margin_text", "describe", "convergence"]
+           "DEAD_MARGIN", "SALIENCY_MARGIN", "KEYS_MARGIN", "CEILING_BITS", "CONVERGENCE", "Claim", "ClaimRow",
+           "claim_verdicts", "entropy_ceiling", "advantage", "margin_text", "describe", "convergence"]
 
 
 class Measure(NamedTuple):
@@ -59,10 +59,13 @@ KEYS_MARGIN = math.log(1.2)
 SHARE_MARGIN = 0.05
 #: The margin of a dead rate is one capsule of a layer of 16 (chapter 04's networks).
 DEAD_MARGIN = 1 / 16
+#: The margin of a saliency map's share on the object (chapter 05) is 2 % of the map's mass.
+SALIENCY_MARGIN = 0.02
 
 #: The measures a claim may name. ``affine_drop`` is clean minus affine accuracy (chapter 06); ``middle_share`` the
 #: share of the most active primary capsules whose mean activity is neither high nor low (chapter 06, Figure 4);
-#: ``dead_rate`` the share of a layer's (or the hidden layers') capsules that are dead (chapter 04).
+#: ``dead_rate`` the share of a layer's (or the hidden layers') capsules that are dead (chapter 04); ``on_object`` the
+#: share of a saliency map's mass on the object's pixels (chapter 05).
 MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "affine_accuracy": Measure(False, False, AFFINE_MARGIN, "points"),
             "affine_drop": Measure(True, False, AFFINE_MARGIN, "points"),
@@ -70,7 +73,8 @@ MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "train_step_ms": Measure(True, True, TIME_MARGIN, "times"),
             "keys": Measure(True, True, KEYS_MARGIN, "ratio"),
             "middle_share": Measure(True, False, SHARE_MARGIN, "share"),
-            "dead_rate": Measure(True, False, DEAD_MARGIN, "share")}
+            "dead_rate": Measure(True, False, DEAD_MARGIN, "share"),
+            "on_object": Measure(False, False, SALIENCY_MARGIN, "share")}
 #: An entropy within this many bits of its ceiling (log₂ of the images per class) is saturated.
 CEILING_BITS = 0.5
 #: The convergence criterion (:func:`~capsule_lab.stats.converged`): the last epoch's training accuracy within half a

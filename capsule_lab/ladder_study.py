@@ -29,7 +29,8 @@ from torch.utils.data import Dataset, TensorDataset
 
 from ._checks import check_class_index, check_positive_int
 from .claims import Claim, claim_verdicts
-from .data import affine_expanded_test_set, expanded_mnist, load_dataset
+from .data import (AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SEED, affine_expanded_test_set, expanded_mnist,
+                   load_dataset)
 from .ladder import activity_profile, middle_share
 from .models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from .profiles import LadderSettings
@@ -38,10 +39,6 @@ from .training import History, evaluate, fit, outputs
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "train_network", "run_ladder_study", "primary_capsules",
            "activity_profiles", "shipped_ladder_runs", "LADDER_CLAIMS", "ladder_claim_records", "ladder_verdicts"]
-
-#: Seeds of the three data sets' random placements and transformations (the network's seed is separate).
-TRAIN_PLACEMENT_SEED, CLEAN_TEST_SEED, AFFINE_TEST_SEED = 0, 1, 2
-
 
 @dataclass
 class TrainedNetwork:

@@ -4,9 +4,10 @@ Taught in chapter 05, after Renzulli, Tartaglione and Grangetto, "Capsule networ
 everything" (the REM paper). For every test image ξ the couplings of the last routing layer to the
 *predicted* class j, ``c[ξ, :, j]`` (one per input capsule i), are quantised into K levels,
 
-    c̃ = q_K(c) = round(c · (K − 1))                      (K = 11: bins of width 0.1 centred on 0, 0.1, …, 1)
+    k = q_K(c) = round(c · (K − 1)),    c̃ = k / (K − 1)     (K = 11: bins of width 0.1 centred on 0, 0.1, …, 1)
 
-and joined into a string, the image's *key* (its parse tree). Per predicted class the keys are counted (the
+(the level k, and its value c̃, the centre of its bin); the levels are joined into a string, the image's *key* (its
+parse tree). Per predicted class the keys are counted (the
 class's *dictionary*); the class's entropy, in bits, is that of the keys' frequencies,
 
     H_j = − Σ_key P(key | ŷ = j) · log₂ P(key | ŷ = j),
@@ -16,9 +17,10 @@ class is the number of distinct parse trees it uses.
 
 REM lowers that entropy by pruning: the paper prunes the backbone's convolution, the primary capsules'
 convolution and the class capsules' matrices W (not the biases, not a decoder) by iterative magnitude
-pruning, here :func:`global_magnitude_prune` built on :mod:`torch.nn.utils.prune` (a mask per parameter, kept
-at zero while training goes on; :func:`make_pruning_permanent` folds the masks into the weights).
-:func:`sparsity` reports the pruned share per parameter and overall.
+pruning (its code with LOBSTER, :func:`lobster_step`), here simplified to :func:`global_magnitude_prune` built on
+:mod:`torch.nn.utils.prune` (a mask per parameter, kept at zero while training goes on;
+:func:`make_pruning_permanent` folds the masks into the weights). :func:`sparsity` reports the pruned share per
+parameter and overall. Its Q and REM networks route with the values c̃ at inference: :func:`quantized_inference`.
 """
 
 from __future__ import annotations

@@ -4,16 +4,19 @@ Taught in chapter 05 (``chapters/05_rem.ipynb``), after Renzulli, Tartaglione an
 §4.4. Under a :class:`~capsule_lab.profiles.RemSettings`, :func:`run_rem` trains one CapsNet per dataset and
 seed twice from the same initialisation and for the same epochs with :func:`capsule_lab.training.fit`:
 
-- **Q**: dense; only its couplings are quantised when they are measured;
+- **Q**: dense, and quantised at inference (:func:`capsule_lab.rem.quantized_inference`);
 - **REM**: dense for ``warmup_epochs``, then every ``epochs_per_round`` epochs
-  :func:`capsule_lab.rem.global_magnitude_prune` removes ``amount`` of the remaining prunable weights, and
-  training goes on with the masks in place.
+  :func:`capsule_lab.rem.global_magnitude_prune` removes ``amount`` of the remaining prunable weights (our
+  simplification of the paper's pruning; :func:`capsule_lab.rem.lobster_step` is its code's), and training goes
+  on with the masks in place; quantised at inference too.
 
-After every epoch both are measured (:func:`measure_routing`): accuracy and margin loss on the test set, the
-couplings of the last routing layer on every test image (from which :mod:`capsule_lab.rem` computes keys and
-entropies at any K), the validation loss, the sparsity, and a copy of the weights (so a chapter can go back to
-any step, e.g. to draw its parse tree). REM's model is :func:`chosen_step`: the most pruned step whose
-validation loss is no higher than the dense model's just before the first pruning.
+After every epoch both are measured (:func:`measure_routing`) on the test set twice, as they are (the paper's
+*Vanilla* columns for the dense run) and under quantised inference with the settings' K (the paper's Q and REM):
+accuracy, margin loss and the couplings of the last routing layer on every test image (from which
+:mod:`capsule_lab.rem` computes keys and entropies); then the validation loss, the sparsity, the training accuracy
+and a copy of the weights. The models are chosen as the paper's App. B.2 chooses them: Q's is the dense step
+with the lowest validation loss (:func:`lowest_loss_step`), REM's the last epoch's. :func:`run_record` turns a run
+into the plain numbers the chapter's tables and verdicts read (and a longer run ships as JSON, :func:`shipped_rem_runs`).
 """
 
 from __future__ import annotations
@@ -31,17 +34,19 @@ from torch.utils.data import Dataset, TensorDataset
 
 from ._checks import check_class_index, check_positive_int
 from .claims import Claim, claim_verdicts
-from .stats import correct_string
-from .data import load_dataset
+from .data import (AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SEED, affine_expanded_test_set, expanded_mnist,
+                   load_dataset)
 from .models import CapsNet
 from .profiles import RemSettings
 from .rem import (class_parse_tree, dictionary_entropy, global_magnitude_prune, keys_per_class, parse_tree_dictionary,
                   prunable_parameters, quantized_inference, snip_prune, sparsity)
+from .stats import correct_string
+from .study import shipped_results
 from .training import batches, fit, outputs
 
-__all__ = ["RoutingMeasure", "Step", "RemRun", "rem_study_data", "measure_routing", "chosen_step", "run_rem",
-           "model_at", "accuracy_by_levels", "lowest_levels", "entropy_at_accuracy", "REM_CLAIMS", "rem_claim_records",
-           "rem_verdicts"]
+__all__ = ["RoutingMeasure", "Step", "RemRun", "rem_study_data", "rem_affine_data", "measure_routing", "lowest_loss_step",
+           "run_rem", "model_at", "accuracy_by_levels", "lowest_levels", "entropy_at_accuracy", "step_record", "run_record",
+           "zero_transform_share", "model_extras", "shipped_rem_runs", "REM_CLAIMS", "rem_claim_records", "rem_verdicts"]
 
 
 @dataclass
@@ -62,6 +67,7 @@ class RoutingMeasure:
     labels: torch.Tensor
     summary: dict = field(default_factory=dict, repr=False)    # levels → (H_j per class, keys per class, trees)
     summary_classes: int = field(default=0, repr=False)         # J, read when the couplings are gone
+    quantized_levels: Optional[int] = None                      # K of quantised inference, if measured under it
 
     @property
     def classes(self) -> int:
@@ -69,6 +75,9 @@ class RoutingMeasure:
         return self.summary_classes if self.couplings is None else self.couplings.shape[2]
 
     def _summary(self, levels: int) -> tuple:
+        if self.quantized_levels is not None and levels != self.quantized_levels:
+            raise ValueError(f"levels = {levels}: this measure was taken under quantised inference with K = "
+                             f"{self.quantized_levels}; its couplings are those bin centres and count at that K only")
         if levels not in self.summary:
             if self.couplings is None:
                 raise ValueError(f"levels = {levels}: this measure's couplings were dropped; it keeps levels "
@@ -147,26 +156,29 @@ class Step:
 
 @dataclass
 class RemRun:
-    """One dataset and seed of the study: the dense run's steps (Q), the pruned run's steps (REM), which pruned
-    step is REM's model, the seconds the runs took and, if trained, the single-shot run's steps. Chapter 05."""
+    """One dataset and seed of the study: the dense run's steps, the pruned run's steps, which dense step is Q's
+    model (``q_index``, :func:`lowest_loss_step`), the seconds the runs took and, if trained, the single-shot run's
+    steps. REM's model is the pruned run's last step (the paper's App. B.2). Chapter 05."""
 
     dataset: str
     seed: int
     dense: list
     pruned: list
-    chosen: int
+    q_index: int
     seconds: float
     single_shot: list | None = None
 
     @property
     def q(self) -> Step:
-        """The Q model, which is the dense run's last step."""
-        return self.dense[-1]
+        """Q's model, the dense step with the lowest validation loss (App. B.2, "for models without REM, we take the
+        checkpoint that achieved the lowest loss on the validation set")."""
+        return self.dense[self.q_index]
 
     @property
     def rem(self) -> Step:
-        """The REM model, which is the pruned step that :func:`chosen_step` picked."""
-        return self.pruned[self.chosen]
+        """REM's model, the pruned run's last step (App. B.2, "for models with REM we take the model on the last
+        epoch")."""
+        return self.pruned[-1]
 
 
 def _check_settings(settings) -> RemSettings:
@@ -177,19 +189,31 @@ def _check_settings(settings) -> RemSettings:
 
 
 def rem_study_data(dataset: str, settings: RemSettings, source: str = "offline") -> tuple[Dataset, Dataset, Dataset]:
-    """``(train, validation, test)`` for ``dataset`` (``"mnist"`` or ``"fashion"``) from ``source`` (see
-    :func:`capsule_lab.data.load_mnist`): the validation set is the first ``val_size`` training images, the
-    training set the next ``train_size`` (None: all the rest), the test set the first ``test_size`` test images
-    (None: all). Chapter 05.
+    """``(train, validation, test)`` for ``dataset`` (``"mnist"``, ``"fashion"``, or ``"expanded"``: the MNIST digits
+    each at a random place on chapter 06's 40 × 40 canvas) from ``source`` (see :func:`capsule_lab.data.load_mnist`):
+    the validation set is the first ``val_size`` training images, the training set the next ``train_size`` (None:
+    all the rest), the test set the first ``test_size`` test images (None: all). Chapter 05.
     """
     _check_settings(settings)
-    images, labels = load_dataset(dataset, True, source).tensors
+    images, labels = load_dataset("mnist" if dataset == "expanded" else dataset, True, source).tensors
     v = settings.val_size
     if not 0 < v < len(labels):
         raise ValueError(f"val_size must be in (0, {len(labels)}), got {v}")
     end = None if settings.train_size is None else v + settings.train_size
-    train, val = TensorDataset(images[v:end], labels[v:end]), TensorDataset(images[:v], labels[:v])
-    return train, val, load_dataset(dataset, False, source, settings.test_size)
+    images, labels = images[:end], labels[:end]
+    test = load_dataset("mnist" if dataset == "expanded" else dataset, False, source, settings.test_size)
+    if dataset == "expanded":
+        images, labels = expanded_mnist(TensorDataset(images, labels), seed=TRAIN_PLACEMENT_SEED).tensors
+        test = expanded_mnist(test, seed=CLEAN_TEST_SEED)
+    return TensorDataset(images[v:], labels[v:]), TensorDataset(images[:v], labels[:v]), test
+
+
+def rem_affine_data(settings: RemSettings, source: str = "offline") -> Dataset:
+    """The affine test set of chapter 06 for the ``"expanded"`` study: the first ``test_size`` MNIST test digits,
+    centred, through chapter 03's affine map and moved to a random place on the 40 × 40 canvas
+    (:func:`capsule_lab.data.affine_expanded_test_set`, the seed chapter 06 uses). Chapter 05."""
+    _check_settings(settings)
+    return affine_expanded_test_set(load_dataset("mnist", False, source, settings.test_size), seed=AFFINE_TEST_SEED)
 
 
 def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None, keep_couplings: bool = True,
@@ -217,7 +241,7 @@ def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device
     predictions, labels = torch.cat(predictions), torch.cat(labels)
     return RoutingMeasure(accuracy=(predictions == labels).float().mean().item(), loss=loss / len(labels),
                           couplings=torch.cat(couplings) if keep_couplings else None, predictions=predictions,
-                          labels=labels, summary_classes=int(model.config.classes))
+                          labels=labels, summary_classes=int(model.config.classes), quantized_levels=quantize_levels)
 
 
 def accuracy_by_levels(model: CapsNet, data: Dataset, levels=(2, 3, 4, 6, 11, 21, 51, 101), batch_size: int = 500,
@@ -247,17 +271,12 @@ def lowest_levels(accuracies: dict, reference: float, tolerance: float) -> Optio
     return min(good) if good else None
 
 
-def chosen_step(steps: list, warmup_epochs: int) -> int:
-    """The index in ``steps`` of REM's model: the most pruned step whose validation loss is no higher than that
-    of the dense model measured at epoch ``warmup_epochs`` (just before the first pruning). Chapter 05."""
-    if not steps:
-        raise ValueError("steps must hold at least one Step, got none")
-    base = [k for k, s in enumerate(steps) if s.epoch == warmup_epochs]
-    if not base:
-        raise ValueError(f"steps must include the dense step at epoch warmup_epochs = {warmup_epochs}")
-    reference = steps[base[0]].val_loss
-    ok = [k for k, s in enumerate(steps) if s.epoch >= warmup_epochs and s.val_loss <= reference]
-    return max(ok, key=lambda k: (steps[k].sparsity["overall"], steps[k].epoch))
+def lowest_loss_step(steps: list) -> int:
+    """The index in ``steps`` of the step with the lowest validation loss (the first, on a tie): Q's model, as the
+    REM paper's App. B.2 picks a model trained without REM. Chapter 05."""
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, Step) for s in steps):
+        raise ValueError("steps must be a non-empty list of Step (a RemRun's dense steps)")
+    return min(range(len(steps)), key=lambda k: (steps[k].val_loss, k))
 
 
 def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, iterative: bool, device,
@@ -270,16 +289,14 @@ def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, i
                           {k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
                           quantized=measure_routing(net, test, device=device, amp=amp,
                                                     quantize_levels=settings.levels)))
-        if not settings.keep_every_step:    # keep the newest step and REM's model so far; summarise the rest
-            keep = {len(steps) - 1}
-            if iterative and epoch >= settings.warmup_epochs:
-                keep.add(chosen_step(steps, settings.warmup_epochs))
+        if not settings.keep_every_step:    # keep the newest step and (dense) Q's model so far; summarise the rest
+            keep = {len(steps) - 1} | (set() if iterative else {lowest_loss_step(steps)})
             for k, step in enumerate(steps):
                 if k not in keep and step.state is not None:
                     step.drop((settings.levels,))
         since = epoch - settings.warmup_epochs
-        last = epoch == settings.schedule.epochs
-        if iterative and since >= 0 and since % settings.epochs_per_round == 0 and not last:
+        if (iterative and 0 <= since < settings.rounds * settings.epochs_per_round
+                and since % settings.epochs_per_round == 0):
             global_magnitude_prune(net, settings.amount)
 
     history = fit(model, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
@@ -294,7 +311,7 @@ def run_rem(dataset: str, settings: RemSettings, data: tuple, seed: int = 0, dev
     """Train ``dataset``'s CapsNet dense and pruned from the same initialisation (seeded by ``seed``) on
     ``data = (train, validation, test)`` (:func:`rem_study_data`) and return the :class:`RemRun`.
 
-    With ``settings.keep_every_step`` False (the full profile), every step but the run's last and REM's model
+    With ``settings.keep_every_step`` False (the full profile), every step but each run's last and Q's model
     keeps only a summary of its test couplings at ``settings.levels`` and no weights (:meth:`Step.drop`).
     With ``settings.single_shot`` a third run starts from the same initialisation pruned once by
     :func:`capsule_lab.rem.snip_prune` (scored on the first training batch) to the sparsity the iterative run
@@ -315,7 +332,7 @@ def run_rem(dataset: str, settings: RemSettings, data: tuple, seed: int = 0, dev
         images, labels = next(iter(batches(train, settings.schedule.batch_size)))
         snip_prune(model, images.to(device), labels.to(device), settings.final_sparsity)
         single_shot = _train(model, settings, train, val, test, seed, False, device, amp)
-    return RemRun(dataset, seed, dense=dense, pruned=pruned, chosen=chosen_step(pruned, settings.warmup_epochs),
+    return RemRun(dataset, seed, dense=dense, pruned=pruned, q_index=lowest_loss_step(dense),
                   seconds=time.perf_counter() - start, single_shot=single_shot)
 
 
@@ -326,7 +343,7 @@ def model_at(step: Step, config) -> CapsNet:
         raise ValueError(f"step must be a capsule_lab.rem_study.Step, got {type(step).__name__}")
     if step.state is None:
         raise ValueError(f"the weights of epoch {step.epoch} were dropped (settings.keep_every_step is False): "
-                         "only Q's, REM's and each run's last step keep them")
+                         "only Q's model and each run's last step keep them")
     model = CapsNet(config)
     names = {module: name for name, module in model.named_modules()}
     for module, attr in prunable_parameters(model):
@@ -339,15 +356,15 @@ def model_at(step: Step, config) -> CapsNet:
     return model.eval()
 
 
-def entropy_at_accuracy(steps: list, accuracy: float, levels: int = 11) -> float:
-    """The entropy a run's ``steps`` had when their test accuracy was ``accuracy``: linear interpolation between
-    the epochs, on the steps sorted by accuracy. Reads Q's entropy at REM's accuracy, the comparison at equal
-    accuracy. Raises ValueError when ``accuracy`` lies outside the accuracies the steps reached (no extrapolation).
-    Chapter 05."""
-    if not isinstance(steps, list) or not steps or not all(isinstance(s, Step) for s in steps):
-        raise ValueError("steps must be a non-empty list of Step (a RemRun's dense or pruned steps)")
-    check_positive_int(levels, "levels", minimum=2)
-    points = sorted((s.test.accuracy, s.test.entropy(levels)) for s in steps)
+def entropy_at_accuracy(points: list, accuracy: float) -> float:
+    """The entropy a run had when its test accuracy was ``accuracy``: linear interpolation between its epochs'
+    ``points`` (``(accuracy, entropy)`` pairs, one per epoch), sorted by accuracy. Reads Q's entropy at REM's
+    accuracy, the comparison at equal accuracy. Raises ValueError when ``accuracy`` lies outside the accuracies the
+    points reach (no extrapolation). Chapter 05."""
+    if (not isinstance(points, list) or not points
+            or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in points)):
+        raise ValueError("points must be a non-empty list of (accuracy, entropy) pairs, one per epoch")
+    points = sorted((float(a), float(h)) for a, h in points)
     low, high = points[0][0], points[-1][0]
     if not low <= accuracy <= high:
         raise ValueError(f"accuracy {accuracy:.4f} lies outside the steps' accuracies [{low:.4f}, {high:.4f}]")
@@ -357,18 +374,122 @@ def entropy_at_accuracy(steps: list, accuracy: float, levels: int = 11) -> float
     return points[0][1]                                   # a single step, at exactly this accuracy
 
 
+# ---------------------------------------------------------------- a run as plain numbers (the chapter's tables)
+
+def step_record(step: Step, levels: int = 11) -> dict:
+    """One :class:`Step` as plain numbers: ``epoch``, ``sparsity`` (per parameter and overall), ``val_loss``,
+    ``train_accuracy``, ``accuracy`` (the model as it is: the paper's *Vanilla* column for a dense step),
+    ``quantized_accuracy`` (under quantised inference: the paper's Q or REM column), and, from the quantised
+    measure (the plain one when the step has none), ``entropy`` (bits, at ``levels``), its ``entropy_ceiling``,
+    ``keys`` (the mean per predicted class) and ``keys_per_class``. Chapter 05."""
+    if not isinstance(step, Step):
+        raise ValueError(f"step must be a capsule_lab.rem_study.Step, got {type(step).__name__}")
+    measure = step.test if step.quantized is None else step.quantized
+    keys = measure.keys(levels)
+    return {"epoch": step.epoch, "sparsity": dict(step.sparsity), "val_loss": step.val_loss,
+            "train_accuracy": step.train_accuracy, "accuracy": step.test.accuracy,
+            "quantized_accuracy": None if step.quantized is None else step.quantized.accuracy,
+            "entropy": measure.entropy(levels), "entropy_ceiling": measure.entropy_ceiling(),
+            "keys": sum(keys.values()) / len(keys), "keys_per_class": {str(c): n for c, n in keys.items()}}
+
+
+def _model_record(step: Step, levels: int) -> dict:
+    measure = step.test if step.quantized is None else step.quantized
+    return dict(step_record(step, levels), correct=correct_string(measure.predictions == measure.labels))
+
+
+def run_record(run: RemRun, levels: int = 11) -> dict:
+    """A :class:`RemRun` as the plain numbers the chapter's tables and verdicts read (and a longer run ships as
+    JSON): ``dataset``, ``seed``, ``seconds``, ``levels``, ``q_index``, every step of ``dense`` and ``pruned``
+    (:func:`step_record`), and the two models, ``"Q"`` and ``"REM"``, each a step record with ``correct`` (its 0/1
+    string per test image under quantised inference, for McNemar's test). :func:`model_extras` adds to them.
+    Chapter 05."""
+    if not isinstance(run, RemRun):
+        raise ValueError(f"run must be a capsule_lab.rem_study.RemRun, got {type(run).__name__}")
+    return {"dataset": run.dataset, "seed": run.seed, "seconds": run.seconds, "levels": levels,
+            "q_index": run.q_index, "dense": [step_record(s, levels) for s in run.dense],
+            "pruned": [step_record(s, levels) for s in run.pruned],
+            "Q": _model_record(run.q, levels), "REM": _model_record(run.rem, levels)}
+
+
+def zero_transform_share(model: CapsNet) -> float:
+    """The share of the class capsules' transformation matrices W_ij that pruning emptied (every entry zero): a
+    capsule pair whose vote û_j|i is zero on every image. Chapter 05."""
+    if not isinstance(model, CapsNet):
+        raise ValueError(f"model must be a capsule_lab.models.CapsNet, got {type(model).__name__}")
+    w = model.digits.weight.detach()                         # (I, J, D_out, D_in)
+    return (w == 0).flatten(2).all(dim=2).float().mean().item()
+
+
+def model_extras(model: CapsNet, test: Dataset, levels=(2, 3, 4, 5, 6, 7, 9, 11, 16, 21, 51, 101),
+                 saliency_images: int = 1000, affine: Optional[Dataset] = None, device=None) -> dict:
+    """What the chapter measures on a chosen model beyond its step: ``levels_sweep`` (``{K: {"accuracy", "entropy",
+    "entropy_ceiling", "keys"}}`` under quantised inference with each K: the paper's Fig. 7), ``on_object`` and
+    ``on_object_shuffled`` (the mean share of the eq. 16 saliency map on the object's pixels, over the first
+    ``saliency_images`` test images, and the same maps on the next image's object: the baseline;
+    :func:`capsule_lab.saliency.saliency_on_object`), ``zero_transforms`` (:func:`zero_transform_share`) and, with
+    an ``affine`` test set, ``affine_accuracy`` (quantised inference at K = 11), ``affine_entropy``, its
+    ``affine_entropy_ceiling`` and ``affine_correct`` (the paper's Table 2). Chapter 05."""
+    from .saliency import coupling_saliency_maps, saliency_on_object
+
+    check_positive_int(saliency_images, "saliency_images")
+    sweep = {}
+    for k in levels:
+        m = measure_routing(model, test, device=device, quantize_levels=k)
+        keys = m.keys(k)
+        sweep[str(k)] = {"accuracy": m.accuracy, "entropy": m.entropy(k), "entropy_ceiling": m.entropy_ceiling(),
+                         "keys": sum(keys.values()) / len(keys)}
+    images = test[:saliency_images][0]
+    maps, _ = coupling_saliency_maps(model.cpu(), images)
+    on, shuffled = saliency_on_object(maps, images), saliency_on_object(maps, images.roll(1, dims=0))
+    kept = ~(on.isnan() | shuffled.isnan())
+    extras = {"levels_sweep": sweep, "on_object": on[kept].mean().item(),
+              "on_object_shuffled": shuffled[kept].mean().item(), "on_object_images": int(kept.sum()),
+              "zero_transforms": zero_transform_share(model)}
+    if affine is not None:
+        m = measure_routing(model, affine, device=device, quantize_levels=11)
+        extras.update(affine_accuracy=m.accuracy, affine_entropy=m.entropy(11),
+                      affine_entropy_ceiling=m.entropy_ceiling(),
+                      affine_correct=correct_string(m.predictions == m.labels))
+    return extras
+
+
+def shipped_rem_runs(name: str = "rem_runs.json") -> dict:
+    """The longer run shipped with the package (``capsule_lab/results/<name>``, written by
+    ``scripts/rem_longer_run.py``): ``{"settings": ..., "provenance": ..., "runs": [run records]}``, each run a
+    :func:`run_record` with :func:`model_extras` merged into its ``"Q"`` and ``"REM"``. Chapter 05."""
+    return shipped_results(name)
+
+
 _DATASET = {"mnist": ("MNIST", "Sabour's CapsNet without its decoder on MNIST, 85.5 % sparse: 9.53 → 4.16 bits, "
                                "99.56 → 99.56 % (Table 9)"),
             "fashion": ("Fashion-MNIST", "DR-CapsNet on Fashion-MNIST, 80.7 % sparse: 8.64 → 4.80 bits, 92.46 → "
-                                         "92.62 %, 665 → 126 keys per class (Tables 1 and 11)")}
-_REM_DIFFERS = ("nothing but the pruning: the same initialisation, data, schedule and epochs; REM's model is the most "
-                "pruned epoch whose validation loss is no higher than the dense model's before the first pruning, Q's "
-                "the last epoch; the couplings are quantised when measured, not during inference as in §3.1.2")
+                                         "92.62 %, 665 → 126 keys per class (Tables 1 and 11)"),
+            "expanded": ("expanded MNIST", "DR-CapsNet trained on expanded MNIST until convergence, tested on affNIST, "
+                                           "87.3 % sparse: 83.14 → 85.23 %, 8.45 → 5.93 bits (Table 2)")}
+_REM_DIFFERS = ("nothing but the pruning: the same initialisation, data, schedule and epochs; Q's model is the dense "
+                "epoch with the lowest validation loss, REM's the last epoch (App. B.2), so Q may be an earlier epoch; "
+                "both quantised at inference with K = 11; our pruning is iterative global magnitude pruning, not the "
+                "code's LOBSTER")
+_SALIENCY_SETTING = ("Eff-ConvCapsNets on Dogs vs. Cats and Imagenette, 128 × 128 photographs, shown on a few images "
+                     "(Figure 5); no measure is given")
 
 
 def _rem_claims(dataset: str) -> tuple:
     name, setting = _DATASET[dataset]
     q, rem = f"Q, {dataset}", f"REM, {dataset}"
+    if dataset == "expanded":
+        return (
+            Claim("Renzulli et al. 2024 (REM)", "05", "§4.3.2, Table 2",
+                  "a well-trained CapsNet+REM can be robust to affine transformations and have low entropy", True,
+                  setting, "trained on expanded MNIST: is REM more accurate than Q on affine-transformed digits?",
+                  rem, q, "affine_accuracy", "better",
+                  _REM_DIFFERS + "; chapter 06's affine test digits, not affNIST"),
+            Claim("Renzulli et al. 2024 (REM)", "05", "§4.3.2, Table 2",
+                  "a well-trained CapsNet+REM can be robust to affine transformations and have low entropy", True,
+                  setting, "trained on expanded MNIST: is REM's entropy on the clean test digits lower than Q's?",
+                  rem, q, "entropy", "better", _REM_DIFFERS + "; entropy on the clean expanded test digits"),
+        )
     return (
         Claim("Renzulli et al. 2024 (REM)", "05", "Abstract; Tables 1 and 9",
               "significantly reducing the generation of intra-class parse trees", True, setting,
@@ -382,6 +503,11 @@ def _rem_claims(dataset: str) -> tuple:
               "each class", True, "MNIST, per class (Figure 9)",
               f"{name}: does REM have fewer parse trees (keys) per class than Q?", rem, q, "keys", "better",
               _REM_DIFFERS),
+        Claim("Renzulli et al. 2024 (REM)", "05", "§4.3.4, Figure 5",
+              "When REM is applied (second rows), we can see that the network predominantly concentrates on the "
+              "object of interest", True, _SALIENCY_SETTING,
+              f"{name}: is a larger share of REM's eq. 16 saliency on the object's pixels than of Q's?", rem, q,
+              "on_object", "better", _REM_DIFFERS + "; the object is the pixels brighter than 0.5"),
         Claim("course", "05", "our question (the paper compares Q and REM at the end of training, where their "
               "accuracies are nearly equal)", "REM's entropy is lower than Q's at the same accuracy", False, "-",
               f"{name}: at REM's accuracy, is REM's entropy lower than Q's read off Q's training curve?", rem,
@@ -391,49 +517,64 @@ def _rem_claims(dataset: str) -> tuple:
     )
 
 
-#: Chapter 05's verdict table, per dataset (MNIST, then Fashion-MNIST): the REM paper's claims and the course's
-#: question at equal accuracy, tested on :func:`rem_claim_records` by :func:`rem_verdicts`.
-REM_CLAIMS = _rem_claims("mnist") + _rem_claims("fashion")
+#: Chapter 05's verdict table, per dataset (MNIST, Fashion-MNIST, then expanded MNIST with its affine test digits):
+#: the REM paper's claims and the course's question at equal accuracy, tested on :func:`rem_claim_records` by
+#: :func:`rem_verdicts`.
+REM_CLAIMS = _rem_claims("mnist") + _rem_claims("fashion") + _rem_claims("expanded")
 
 
-def _correct(measure: RoutingMeasure) -> str:
-    return correct_string(measure.predictions == measure.labels)
+def _run_records(runs, levels: int) -> list:
+    if isinstance(runs, dict) and runs and all(isinstance(r, RemRun) for r in runs.values()):
+        return [run_record(r, levels) for r in runs.values()]
+    if isinstance(runs, list) and runs and all(isinstance(r, dict) and {"dense", "pruned", "Q", "REM"} <= set(r)
+                                               for r in runs):
+        return runs
+    raise ValueError("runs must be a non-empty dict {(dataset, seed): RemRun} (from run_rem) or a list of run "
+                     "records (run_record, shipped_rem_runs()['runs'])")
 
 
-def rem_claim_records(runs: dict, levels: int = 11) -> list:
-    """``runs`` (``{(dataset, seed): RemRun}``) as records for :func:`capsule_lab.claims.claim_verdicts`, per dataset
-    and seed: ``"Q, <dataset>"`` and ``"REM, <dataset>"`` (test ``accuracy``, ``entropy`` and its ``entropy_ceiling``
-    at ``levels``, mean ``keys`` per class, ``correct`` per test image, ``train_accuracy`` per epoch up to the model's
-    epoch) and ``"Q at REM's accuracy, <dataset>"`` (:func:`entropy_at_accuracy`; its entropy None, and the record
-    ``"untestable"``, for a seed where Q never had REM's accuracy). Chapter 05."""
-    if not isinstance(runs, dict) or not runs or not all(isinstance(r, RemRun) for r in runs.values()):
-        raise ValueError("runs must be a non-empty dict {(dataset, seed): RemRun} (from run_rem)")
+def rem_claim_records(runs, levels: int = 11) -> list:
+    """``runs`` (``{(dataset, seed): RemRun}``, or a list of :func:`run_record` s such as a shipped run's) as records
+    for :func:`capsule_lab.claims.claim_verdicts`, per dataset and seed: ``"Q, <dataset>"`` and ``"REM, <dataset>"``
+    (the quantised test ``accuracy``, ``entropy`` and its ``entropy_ceiling``, mean ``keys`` per class,
+    ``correct`` per test image, the run's ``train_accuracy`` per epoch, and whatever :func:`model_extras` measured:
+    ``on_object``, ``affine_accuracy`` with ``affine_correct``) and ``"Q at REM's accuracy, <dataset>"``
+    (:func:`entropy_at_accuracy` on Q's epochs; its entropy None, and the record ``"untestable"``, for a seed where Q
+    never had REM's accuracy). Chapter 05."""
     records = []
-    for (dataset, seed), run in runs.items():
-        curves = {"Q": [s.train_accuracy for s in run.dense],
-                  "REM": [s.train_accuracy for s in run.pruned[:run.chosen + 1]]}
-        for name, step in (("Q", run.q), ("REM", run.rem)):
-            keys = step.test.keys(levels)
-            records.append({"router": f"{name}, {dataset}", "seed": seed, "accuracy": step.test.accuracy,
-                            "entropy": step.test.entropy(levels), "entropy_ceiling": step.test.entropy_ceiling(),
-                            "keys": sum(keys.values()) / len(keys), "correct": _correct(step.test),
-                            "train_accuracy": curves[name]})
-        matched = {"router": f"Q at REM's accuracy, {dataset}", "seed": seed, "accuracy": run.rem.test.accuracy,
-                   "entropy_ceiling": run.q.test.entropy_ceiling(), "train_accuracy": curves["Q"]}
+    for run in _run_records(runs, levels):
+        dataset, seed = run["dataset"], run["seed"]
+        curves = {"Q": [s["train_accuracy"] for s in run["dense"]],
+                  "REM": [s["train_accuracy"] for s in run["pruned"]]}
+        for name in ("Q", "REM"):
+            model = run[name]
+            record = {"router": f"{name}, {dataset}", "seed": seed, "accuracy": model["quantized_accuracy"],
+                      "entropy": model["entropy"], "entropy_ceiling": model["entropy_ceiling"], "keys": model["keys"],
+                      "correct": model["correct"], "train_accuracy": curves[name]}
+            record.update({k: model[k] for k in ("on_object", "affine_accuracy", "affine_correct") if k in model})
+            records.append(record)
+        rem_accuracy = run["REM"]["quantized_accuracy"]
+        matched = {"router": f"Q at REM's accuracy, {dataset}", "seed": seed, "accuracy": rem_accuracy,
+                   "entropy_ceiling": run["Q"]["entropy_ceiling"], "train_accuracy": curves["Q"]}
         try:
-            matched["entropy"] = entropy_at_accuracy(run.dense, run.rem.test.accuracy, levels)
+            matched["entropy"] = entropy_at_accuracy([(s["quantized_accuracy"], s["entropy"]) for s in run["dense"]],
+                                                     rem_accuracy)
         except ValueError as error:
             matched.update(entropy=None, untestable=f"seed {seed}: Q never had REM's accuracy ({error})")
         records.append(matched)
     return records
 
 
-def rem_verdicts(runs: dict, levels: int = 11, claims=None, alpha: float = 0.05) -> list:
-    """Chapter 05's verdict table: :data:`REM_CLAIMS` of the datasets in ``runs`` (or ``claims``) tested on
-    :func:`rem_claim_records` by :func:`capsule_lab.claims.claim_verdicts` — paired t over seeds, Holm over the
-    table, *undecided* with one seed, before convergence or at the entropy's ceiling. Chapter 05."""
+def rem_verdicts(runs, levels: int = 11, claims=None, alpha: float = 0.05) -> list:
+    """Chapter 05's verdict table: the claims of :data:`REM_CLAIMS` that the records of ``runs`` can answer (their
+    datasets, and measures they hold), or ``claims``, tested on :func:`rem_claim_records` by
+    :func:`capsule_lab.claims.claim_verdicts` — paired t over seeds, Holm over the table, *undecided* with one seed,
+    before convergence or at the entropy's ceiling. Chapter 05."""
     records = rem_claim_records(runs, levels)
     if claims is None:
-        datasets = {dataset for dataset, _ in runs}
-        claims = tuple(c for c in REM_CLAIMS if c.a.rsplit(", ", 1)[1] in datasets)
+        held = {}
+        for r in records:
+            held.setdefault(r["router"], set()).update(k for k, v in r.items() if v is not None)
+        claims = tuple(c for c in REM_CLAIMS if c.a in held and c.b in held
+                       and c.measure in held[c.a] and c.measure in held[c.b])
     return claim_verdicts(records, claims, alpha)

@@ -157,21 +157,29 @@ def _top_count(fraction, pixels: int) -> int:
     return max(1, round(fraction * pixels))
 
 
+def _top_membership(x: torch.Tensor, k: int) -> torch.Tensor:
+    """``(B, P)``: the probability that each pixel is among the ``k`` largest of its row when ties at the cut are
+    broken uniformly at random — 1 above the k-th largest value, (k − s)/t for the t pixels equal to it (s above it),
+    0 below."""
+    kth = torch.sort(x, dim=1, descending=True).values[:, k - 1:k]
+    above, tied = x > kth, x == kth
+    room = (k - above.sum(dim=1, keepdim=True)).double() / tied.sum(dim=1, keepdim=True).double()
+    return above.double() + tied.double() * room
+
+
 def top_k_overlap(a: torch.Tensor, b: torch.Tensor, fraction: float = 0.1) -> torch.Tensor:
     """The share of the most salient pixels of ``a`` that are also among the most salient of ``b``: ``(B,)``.
 
-    a, b ``(B, H, W)``. Per image, the top ``k = max(1, round(fraction · H·W))`` pixels of each map are taken
-    (ties at the cut go to the pixel that comes first in row-major order), and the result is
-    ``|top_k(a) ∩ top_k(b)| / k``: 1 when both maps single out the same pixels, 0 when none in common. Two maps
-    that have nothing to do with each other overlap by ``k / (H·W) ≈ fraction`` on average. Chapter 05.
+    a, b ``(B, H, W)``. Per image, the top ``k = max(1, round(fraction · H·W))`` pixels of each map are taken and
+    the result is ``|top_k(a) ∩ top_k(b)| / k``: 1 when both maps single out the same pixels, 0 when none in common.
+    A map with a plateau at its cut (many pixels equal to its k-th largest value, e.g. zeros) has no single top k:
+    the pixels of the plateau are drawn at random, and the result is the expected overlap over those draws,
+    ``Σ_p P(p ∈ top_k(a)) · P(p ∈ top_k(b)) / k`` (not the first pixels in memory order). Two maps that have nothing
+    to do with each other overlap by ``k / (H·W) ≈ fraction`` on average. Chapter 05.
     """
     a, b = _check_pair(a, b)
     k = _top_count(fraction, a.shape[1])
-    chosen = []
-    for x in (a, b):
-        top = torch.sort(x, dim=1, descending=True, stable=True).indices[:, :k]
-        chosen.append(torch.zeros_like(x, dtype=torch.bool).scatter_(1, top, True))
-    return (chosen[0] & chosen[1]).sum(dim=1).double() / k
+    return (_top_membership(a.double(), k) * _top_membership(b.double(), k)).sum(dim=1) / k
 
 
 def saliency_agreement(a: torch.Tensor, b: torch.Tensor, fraction: float = 0.1) -> dict:

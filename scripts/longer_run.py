@@ -1,8 +1,9 @@
 """What the longer-run scripts share: their command line and the provenance of the report they write.
 
-``scripts/ladder_longer_run.py`` (chapter 06) and ``scripts/routing_longer_run.py`` (chapter 07) each run a
-chapter's quick study on more data, for more epochs and over several seeds, on a CPU, and write a JSON report
-that the chapter reads beside its own quick numbers. Both take the same options (seeds, epochs, training and test
+``scripts/rem_longer_run.py`` (chapter 05), ``scripts/ladder_longer_run.py`` (chapter 06) and
+``scripts/routing_longer_run.py`` (chapter 07) each run a chapter's quick study on more data, for more epochs and
+over several seeds, on a CPU, and write a JSON report that the chapter reads beside its own quick numbers. They take
+the same options (seeds, epochs, training and test
 sizes, threads, ``--quick`` for a smoke test, ``--out``) and record the same provenance, so it lives here.
 """
 
@@ -48,7 +49,8 @@ def write_report(script: str, argv, args: argparse.Namespace, settings, started:
     the machine, the threads and the date (UTC).
     """
     report = {"provenance": {"command": f"python scripts/{script} " + " ".join(argv or sys.argv[1:]),
-                             "settings": asdict(settings), "seeds": args.seeds,
+                             "settings": ({k: asdict(v) for k, v in settings.items()} if isinstance(settings, dict)
+                                          else asdict(settings)), "seeds": args.seeds,
                              "seconds": round(time.perf_counter() - started, 1), "torch": torch.__version__,
                              "machine": platform.processor() or platform.machine(), "threads": args.threads,
                              "date": datetime.now(timezone.utc).isoformat(timespec="seconds")},

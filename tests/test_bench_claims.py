@@ -16,6 +16,7 @@ from capsule_lab import bench_claims as bc
 from capsule_lab.depth_study import DEPTH_CLAIMS
 from capsule_lab.ladder_study import LADDER_CLAIMS
 from capsule_lab.profiles import chapter_settings
+from capsule_lab.rem_study import REM_CLAIMS
 from capsule_lab.router_bench import LONGER_RUN, SHIPPED_CACHE, record_key, verdict_records
 
 QUICK = chapter_settings("08", "quick")
@@ -43,7 +44,7 @@ def test_every_claim_names_its_source_and_says_whose_it_is():
 
 
 @pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason="the paper texts (../shared/seeds) are not beside this checkout")
-@pytest.mark.parametrize("table", [bc.CLAIMS, DEPTH_CLAIMS, LADDER_CLAIMS], ids=["08", "04", "06"])
+@pytest.mark.parametrize("table", [bc.CLAIMS, DEPTH_CLAIMS, LADDER_CLAIMS, REM_CLAIMS], ids=["08", "04", "06", "05"])
 def test_quoted_claims_are_in_their_papers(table):
     assert_quotes_in_papers(table)
 

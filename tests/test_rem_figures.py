@@ -43,7 +43,7 @@ def make_run() -> RemRun:
     dense = [Step(e, {"overall": 0.0}, 0.3, make_measure(e, 1.0), {}) for e in range(1, 6)]
     pruned = [Step(e, {"overall": 1 - 0.8 ** max(0, e - 2)}, 0.3, make_measure(10 + e, 1.0 + e), {})
               for e in range(1, 6)]
-    return RemRun("mnist", 0, dense=dense, pruned=pruned, chosen=3, seconds=1.0)
+    return RemRun("mnist", 0, dense=dense, pruned=pruned, q_index=0, seconds=1.0)
 
 
 def hand_entropy(measure: RoutingMeasure, levels: int = 11) -> tuple[float, float]:
@@ -261,7 +261,7 @@ def test_step_summary_and_pruning_explorer_figure():
     text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
     s = step_summary(run.pruned[3])
     q = step_summary(run.dense[3])
-    assert "epoch 4 (REM's model)" in text and f"sparsity {100 * s['sparsity']:.1f} %" in text
+    assert "epoch 4\n" in text and "(REM's model)" not in text and f"sparsity {100 * s['sparsity']:.1f} %" in text
     assert f"entropy {s['entropy']:.2f} bits (K = 11)" in text and f"entropy {q['entropy']:.2f} bits" in text
     plt.close(fig)
     with pytest.raises(ValueError, match=r"step must be an index into run.pruned, in \[0, 5\)"):
@@ -278,10 +278,10 @@ def test_pruning_explorer_slider_changes_the_shown_step():
     run = make_run()
     images = torch.rand(40, 1, 9, 9)
     widget = pruning_explorer(run, GRID, images=images, label=2, config=SMALL)
-    assert widget.step.value == run.chosen and widget.image.value[:4] == b"\x89PNG"
+    assert widget.step.value == len(run.pruned) - 1 and widget.image.value[:4] == b"\x89PNG"
     assert widget.step.options[0][0] == "epoch 1 · sparsity 0 %"
     first = dict(widget.summary)
-    assert first["epoch"] == 4 and f"entropy {first['entropy']:.2f} bits" in widget.numbers.value
+    assert first["epoch"] == 5 and f"entropy {first['entropy']:.2f} bits" in widget.numbers.value
     widget.step.value = 0
     second = widget.summary
     entropy, keys = hand_entropy(run.pruned[0].test)

@@ -3,6 +3,7 @@ choice of REM's model on hand-built steps, and a tiny study's runs (same start, 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -14,8 +15,8 @@ from capsule_lab import data, rem_study
 from capsule_lab.models import CapsNet, CapsNetConfig
 from capsule_lab.rem import class_parse_tree, routing_entropy
 from capsule_lab.profiles import chapter_settings
-from capsule_lab.rem_study import (RoutingMeasure, Step, chosen_step, measure_routing, model_at, rem_study_data,
-                                   run_rem)
+from capsule_lab.rem_study import (RoutingMeasure, Step, lowest_loss_step, measure_routing, model_at, rem_study_data,
+                                   run_record, run_rem)
 
 TINY = CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False)
 
@@ -66,15 +67,12 @@ def _step(epoch, overall, val_loss):
     return Step(epoch, {"overall": overall}, val_loss, None, {})
 
 
-def test_rem_is_the_most_pruned_step_no_worse_than_the_dense_model_before_pruning():
-    steps = [_step(1, 0.0, 0.50), _step(2, 0.0, 0.40), _step(3, 0.5, 0.38), _step(4, 0.75, 0.41),
-             _step(5, 0.875, 0.45)]
-    assert chosen_step(steps, warmup_epochs=2) == 2        # 0.41 and 0.45 exceed 0.40: the 50 % sparse step
-    assert chosen_step(steps, warmup_epochs=1) == 4        # every later loss is <= 0.50: the sparsest
-    worse = [_step(1, 0.0, 0.2), _step(2, 0.5, 0.3)]
-    assert chosen_step(worse, warmup_epochs=1) == 0         # nothing pruned is as good: the dense model
-    with pytest.raises(ValueError, match="dense step at epoch"):
-        chosen_step(steps, warmup_epochs=9)
+def test_q_is_the_dense_step_with_the_lowest_validation_loss_as_app_b2():
+    steps = [_step(1, 0.0, 0.50), _step(2, 0.0, 0.40), _step(3, 0.0, 0.38), _step(4, 0.0, 0.41), _step(5, 0.0, 0.38)]
+    assert lowest_loss_step(steps) == 2                    # 0.38 first at epoch 3 (index 2); a tie keeps the first
+    assert lowest_loss_step(steps[:2]) == 1
+    with pytest.raises(ValueError, match="non-empty list of Step"):
+        lowest_loss_step([])
 
 
 def test_a_tiny_study_prunes_on_schedule_from_the_same_start():
@@ -88,8 +86,19 @@ def test_a_tiny_study_prunes_on_schedule_from_the_same_start():
     assert all(round(s.sparsity["overall"], 3) == 0.75 for s in run.single_shot)
     first_dense, first_pruned = run.dense[0].state, run.pruned[0].state
     assert all(torch.equal(first_dense[k], first_pruned[k]) for k in first_dense)    # same start, same epoch 1
-    assert run.q is run.dense[-1] and run.rem is run.pruned[run.chosen]
+    assert run.q is run.dense[lowest_loss_step(run.dense)] and run.rem is run.pruned[-1]
+    assert run.q_index == min(range(3), key=lambda k: run.dense[k].val_loss)
     assert run.pruned[0].test.couplings.shape == (12, TINY.primary_caps, 10)
+
+
+def test_tune_epochs_train_on_after_the_last_round_without_pruning():
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=2, epochs_per_round=1, amount=0.5)
+    settings = replace(settings, schedule=replace(settings.schedule, epochs=5), tune_epochs=2)
+    run = run_rem("mnist", settings, (_data(32, 2), _data(8, 3), _data(12, 4)), seed=0)
+    assert [round(s.sparsity["overall"], 3) for s in run.pruned] == [0.0, 0.5, 0.75, 0.75, 0.75]
+    assert run.rem is run.pruned[-1] and run.rem.epoch == 5
+    with pytest.raises(ValueError, match=r"\+ tune_epochs = 5"):
+        replace(settings, schedule=replace(settings.schedule, epochs=4))
 
 
 def test_study_data_splits_validation_from_training(monkeypatch):
@@ -105,6 +114,21 @@ def test_study_data_splits_validation_from_training(monkeypatch):
         rem_study_data("mnist", replace(settings, val_size=40))
     with pytest.raises(ValueError, match="settings must be a RemSettings"):
         rem_study_data("mnist", chapter_settings("04", "quick"))
+
+
+def test_expanded_study_data_are_chapter_06_s_canvas(monkeypatch):
+    from capsule_lab.rem_study import rem_affine_data
+    full, test_digits = _data(40, 5), _data(9, 6)
+    monkeypatch.setitem(data.DATASETS, "mnist", lambda train, source: full if train else test_digits)
+    settings = replace(chapter_settings("05", "quick"), train_size=25, val_size=10, test_size=None)
+    train, val, test = rem_study_data("expanded", settings)
+    placed = data.expanded_mnist(TensorDataset(*[t[:35] for t in full.tensors]), seed=data.TRAIN_PLACEMENT_SEED)
+    assert train.tensors[0].shape == (25, 1, 40, 40) and torch.equal(train.tensors[0], placed.tensors[0][10:])
+    assert torch.equal(val.tensors[0], placed.tensors[0][:10]) and torch.equal(val.tensors[1], full.tensors[1][:10])
+    assert torch.equal(test.tensors[0], data.expanded_mnist(test_digits, seed=data.CLEAN_TEST_SEED).tensors[0])
+    affine = rem_affine_data(settings)
+    expected = data.affine_expanded_test_set(test_digits, seed=data.AFFINE_TEST_SEED)
+    assert torch.equal(affine.tensors[0], expected.tensors[0]) and torch.equal(affine.tensors[1], test_digits.tensors[1])
 
 
 def test_settings_reach_the_paper_s_sparsity():
@@ -150,38 +174,31 @@ def test_a_measure_without_its_couplings_answers_from_its_summary():
         m.class_tree(4)
 
 
-def test_a_long_run_keeps_only_the_last_steps_and_rem_s_model():
+def test_a_long_run_keeps_only_the_last_steps_and_q_s_model():
     settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=2, epochs_per_round=1, amount=0.5,
                          keep_every_step=False)
     data = (_data(32, 2), _data(8, 3), _data(12, 4))
     run = run_rem("mnist", settings, data, seed=0)
     kept = {"dense": [s.state is not None for s in run.dense], "pruned": [s.state is not None for s in run.pruned]}
-    assert kept["dense"] == [False, False, True]
-    assert kept["pruned"][-1] and kept["pruned"][run.chosen] and sum(kept["pruned"]) == len({2, run.chosen})
+    assert kept["pruned"] == [False, False, True]
+    assert kept["dense"][-1] and kept["dense"][run.q_index] and sum(kept["dense"]) == len({2, run.q_index})
     assert all(s.test.couplings is None for s, k in zip(run.pruned, kept["pruned"]) if not k)
     assert [round(s.test.entropy(settings.levels), 6) >= 0 for s in run.pruned] == [True] * 3    # still answers
     with pytest.raises(ValueError, match="were dropped"):
-        model_at(run.dense[0], TINY)
+        model_at(run.pruned[0], TINY)
 
 
 # ------------------------------------------------------------------ the verdict table (REM_CLAIMS)
 
-def _measured(accuracy, entropy):
-    """A step whose test measure answers ``accuracy`` and, at 11 levels, ``entropy`` (from a summary)."""
-    m = RoutingMeasure(accuracy, 0.0, None, torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long),
-                       summary={11: ({0: entropy}, {0: 3}, torch.zeros(1, 4))}, summary_classes=10)
-    return Step(1, {"overall": 0.0}, 0.0, m, None)
-
-
 def test_entropy_at_accuracy_interpolates_between_epochs_by_hand():
     from capsule_lab.rem_study import entropy_at_accuracy
-    steps = [_measured(0.9, 4.0), _measured(0.8, 2.0), _measured(0.95, 5.0)]          # any order
-    assert entropy_at_accuracy(steps, 0.85) == pytest.approx(3.0)
-    assert entropy_at_accuracy(steps, 0.925) == pytest.approx(4.5)
-    assert entropy_at_accuracy(steps, 0.95) == 5.0
+    points = [(0.9, 4.0), (0.8, 2.0), (0.95, 5.0)]                                   # any order
+    assert entropy_at_accuracy(points, 0.85) == pytest.approx(3.0)
+    assert entropy_at_accuracy(points, 0.925) == pytest.approx(4.5)
+    assert entropy_at_accuracy(points, 0.95) == 5.0
     with pytest.raises(ValueError, match=r"outside the steps' accuracies \[0.8000, 0.9500\]"):
-        entropy_at_accuracy(steps, 0.7)
-    with pytest.raises(ValueError, match="non-empty list of Step"):
+        entropy_at_accuracy(points, 0.7)
+    with pytest.raises(ValueError, match="non-empty list of \\(accuracy, entropy\\) pairs"):
         entropy_at_accuracy([], 0.8)
 
 
@@ -195,18 +212,77 @@ def test_claim_records_and_verdicts_of_tiny_runs():
     records = {(r["router"], r["seed"]): r for r in rem_claim_records(runs)}
     for seed, run in ((s, runs["mnist", s]) for s in (0, 1)):
         q, rem = records["Q, mnist", seed], records["REM, mnist", seed]
-        assert q["accuracy"] == run.q.test.accuracy == q["correct"].count("1") / 12
-        assert rem["entropy"] == run.rem.test.entropy(11) and rem["entropy_ceiling"] == run.rem.test.entropy_ceiling()
-        keys = run.q.test.keys(11)
+        assert q["accuracy"] == run.q.quantized.accuracy == q["correct"].count("1") / 12
+        assert rem["entropy"] == run.rem.quantized.entropy(11)
+        assert rem["entropy_ceiling"] == run.rem.quantized.entropy_ceiling()
+        keys = run.q.quantized.keys(11)
         assert q["keys"] == pytest.approx(sum(keys.values()) / len(keys))
-        assert len(q["train_accuracy"]) == 3 and len(rem["train_accuracy"]) == run.chosen + 1
+        assert len(q["train_accuracy"]) == 3 and len(rem["train_accuracy"]) == 3
         assert all(0 <= a <= 1 for a in q["train_accuracy"])
     rows = rem_verdicts(runs)
-    assert [r.claim for r in rows] == [c for c in REM_CLAIMS if c.a.endswith("mnist")]
+    assert [r.claim for r in rows] == [c for c in REM_CLAIMS if c.a.endswith("mnist") and c.measure != "on_object"]
     assert [r.verdict.outcome for r in rows] == scipy_outcomes(list(records.values()), [r.claim for r in rows])
     one = rem_verdicts({("mnist", 0): runs["mnist", 0]})
     assert all(r.verdict.outcome == "undecided" and "one seed (0)" in r.verdict.reason for r in one)
     assert one[1].mcnemar is not None and one[1].mcnemar.strata == 1       # the images still answer for one seed
+    as_records = rem_verdicts([run_record(r) for r in runs.values()])             # the shipped form answers the same
+    assert [(r.claim, r.verdict.outcome) for r in as_records] == [(r.claim, r.verdict.outcome) for r in rows]
+
+
+def test_run_record_holds_each_step_vanilla_and_quantised():
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=1, epochs_per_round=1, amount=0.5)
+    data = (_data(32, 2), _data(8, 3), _data(12, 4))
+    run = run_rem("fashion", settings, data, seed=0)
+    record = run_record(run)
+    assert (record["dataset"], record["seed"], record["q_index"]) == ("fashion", 0, run.q_index)
+    for step, numbers in zip(run.pruned, record["pruned"]):
+        assert numbers["accuracy"] == step.test.accuracy and numbers["quantized_accuracy"] == step.quantized.accuracy
+        assert numbers["sparsity"] == step.sparsity and numbers["epoch"] == step.epoch
+        keys = step.quantized.keys(11)
+        assert numbers["keys_per_class"] == {str(c): n for c, n in keys.items()}
+    assert record["REM"]["epoch"] == 2 and record["Q"]["epoch"] == run.q.epoch
+    expected = "".join("1" if p == y else "0" for p, y in zip(run.rem.quantized.predictions.tolist(),
+                                                              run.rem.quantized.labels.tolist()))
+    assert record["REM"]["correct"] == expected
+    json.dumps(record)                                                             # plain numbers: it ships as JSON
+    with pytest.raises(ValueError, match="quantised inference with K = 11"):
+        run.rem.quantized.entropy(6)
+
+
+def test_zero_transform_share_counts_emptied_matrices_by_hand():
+    from capsule_lab.rem_study import zero_transform_share
+    torch.manual_seed(3)
+    model = CapsNet(TINY)
+    assert zero_transform_share(model) == 0.0
+    w = model.digits.weight                                                       # (I, J, D_out, D_in)
+    with torch.no_grad():
+        w[0, 0] = 0.0                                                             # one W_ij emptied
+        w[1, 2, 0, 0] = 0.0                                                       # one entry only: not empty
+    assert zero_transform_share(model) == pytest.approx(1 / (w.shape[0] * w.shape[1]))
+    with pytest.raises(ValueError, match="must be a capsule_lab.models.CapsNet"):
+        zero_transform_share(torch.nn.Linear(2, 2))
+
+
+def test_model_extras_measure_what_the_chapter_reads():
+    from capsule_lab.rem_study import model_extras
+    from capsule_lab.saliency import coupling_saliency_maps, saliency_on_object
+    torch.manual_seed(4)
+    model, test = CapsNet(TINY), _data(10, 9)
+    extras = model_extras(model, test, levels=(3, 11), saliency_images=6, affine=_data(5, 10))
+    q11 = measure_routing(model, test, quantize_levels=11)
+    assert extras["levels_sweep"]["11"] == {"accuracy": q11.accuracy, "entropy": q11.entropy(11),
+                                            "entropy_ceiling": q11.entropy_ceiling(),
+                                            "keys": sum(q11.keys(11).values()) / len(q11.keys(11))}
+    images = test.tensors[0][:6]
+    maps, _ = coupling_saliency_maps(model, images)
+    on = saliency_on_object(maps, images)
+    shuffled = saliency_on_object(maps, images.roll(1, dims=0))
+    ok = ~(on.isnan() | shuffled.isnan())
+    assert extras["on_object_images"] == int(ok.sum())
+    assert extras["on_object"] == pytest.approx(on[ok].mean().item())
+    assert extras["on_object_shuffled"] == pytest.approx(shuffled[ok].mean().item())
+    affine = measure_routing(model, _data(5, 10), quantize_levels=11)
+    assert extras["affine_accuracy"] == affine.accuracy and len(extras["affine_correct"]) == 5
 
 
 def test_measure_routing_under_quantised_inference_is_the_model_run_quantised():
@@ -259,3 +335,58 @@ def test_every_step_is_also_measured_under_quantised_inference():
     step = run.dense[0]
     step.drop((settings.levels,))
     assert step.quantized.couplings is None and step.test.couplings is None and step.state is None
+
+
+# ------------------------------------------------------------------ the shipped longer run (scripts/rem_longer_run.py)
+
+def _script():
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("rem_longer_run",
+                                                  Path(__file__).resolve().parents[1] / "scripts" / "rem_longer_run.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_the_longer_run_script_s_schedule_reaches_the_paper_s_sparsity_range():
+    script = _script()
+    args = type("Args", (), {"quick": False, "train_size": 30000, "test_size": 10000, "epochs": 24, "seeds": [0, 1, 2],
+                             "threads": 1})()
+    quick = chapter_settings("05", "quick")
+    for dataset in ("fashion", "mnist", "expanded"):
+        s = script.settings_for(dataset, args)
+        assert (s.warmup_epochs, s.rounds, s.epochs_per_round, s.tune_epochs, s.amount) == (4, 8, 2, 4, 0.2)
+        assert 0.807 <= s.final_sparsity <= 0.873 and s.schedule.epochs == 24 and s.seeds == (0, 1, 2)
+        assert s.schedule.lr == quick.schedule.lr and s.schedule.lr_decay == quick.schedule.lr_decay
+        assert s.capsnet.image_size == (40 if dataset == "expanded" else 28) and s.test_size is None
+    assert script.settings_for("fashion", args).train_size == 30000 and script.settings_for("mnist", args).train_size is None
+
+
+def test_the_shipped_longer_run_is_complete_and_consistent():
+    from _scipy_verdicts import scipy_outcomes
+
+    from capsule_lab.rem_study import rem_claim_records, rem_verdicts, shipped_rem_runs
+    runs = shipped_rem_runs("rem_runs_fashion.json")["runs"] + shipped_rem_runs("rem_runs.json")["runs"]
+    assert sorted((r["dataset"], r["seed"]) for r in runs) == sorted(
+        (d, s) for d in ("fashion", "mnist", "expanded") for s in (0, 1, 2))
+    tests = {"fashion": 10000, "mnist": 2000, "expanded": 2000}
+    for r in runs:
+        dense, pruned = r["dense"], r["pruned"]
+        assert [s["epoch"] for s in dense] == [s["epoch"] for s in pruned] == list(range(1, 25))
+        assert all(s["sparsity"]["overall"] == 0 for s in dense)
+        assert all(s["sparsity"]["overall"] == pytest.approx(1 - 0.8 ** 8, abs=1e-4) for s in pruned[-5:])  # tuned
+        assert r["q_index"] == min(range(24), key=lambda k: (dense[k]["val_loss"], k))       # App. B.2
+        assert r["Q"]["epoch"] == dense[r["q_index"]]["epoch"] and r["REM"]["epoch"] == 24
+        for name in ("Q", "REM"):
+            model = r[name]
+            assert len(model["correct"]) == tests[r["dataset"]]
+            assert model["quantized_accuracy"] == pytest.approx(model["correct"].count("1") / tests[r["dataset"]])
+            assert model["levels_sweep"]["11"]["accuracy"] == pytest.approx(model["quantized_accuracy"])
+            assert model["entropy"] <= model["entropy_ceiling"] + 1e-9
+            assert 0 <= model["on_object"] <= 1 and 0 <= model["on_object_shuffled"] <= 1
+            assert ("affine_accuracy" in model) == (r["dataset"] == "expanded")
+    records = rem_claim_records(runs)
+    rows = rem_verdicts(runs)
+    assert {r.claim.a.rsplit(", ", 1)[1] for r in rows} == {"fashion", "mnist", "expanded"}
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, [r.claim for r in rows])

@@ -175,10 +175,28 @@ def test_top_k_overlap_on_hand_built_maps():
     a[2].view(-1)[[3, 4]] = 1.0
     b[2].view(-1)[[18, 19]] = 1.0                                    # none in common
     assert top_k_overlap(a, b, fraction=0.1).tolist() == [0.5, 1.0, 0.0]
-    # fraction 0.25: k = 5; in image 0, a's top are 0, 7 and (ties at 0, first in row-major order) 1, 2, 3;
-    # b's top are 12, 7 and 0, 1, 2 → 4 in common
-    assert top_k_overlap(a, b, fraction=0.25)[0].item() == pytest.approx(4 / 5)
+    # fraction 0.25: k = 5; in image 0, a's top are 0, 7 and 3 of its 18 zeros drawn at random (each 1/6), b's
+    # 12, 7 and 3 of its 18 zeros: expected common = 1 (pixel 7) + 1/6 (0) + 1/6 (12) + 17 · 1/36 = 65/36
+    assert top_k_overlap(a, b, fraction=0.25)[0].item() == pytest.approx(65 / 36 / 5)
     assert top_k_overlap(a, a, fraction=1.0).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_top_k_overlap_is_the_mean_over_every_way_to_break_the_ties():
+    from itertools import combinations
+    a = torch.tensor([[[3.0, 1.0, 1.0], [1.0, 0.0, 2.0]]])              # k = 3 of 6: 3, 2 and one of three 1s
+    b = torch.tensor([[[0.0, 5.0, 5.0], [5.0, 5.0, 0.0]]])              # a plateau of four 5s for three places
+
+    def tops(x, k):                                                    # every top-k set, ties broken every way
+        flat = x.flatten().tolist()
+        cut = sorted(flat, reverse=True)[k - 1]
+        above = {p for p, v in enumerate(flat) if v > cut}
+        tied = [p for p, v in enumerate(flat) if v == cut]
+        return [above | set(extra) for extra in combinations(tied, k - len(above))]
+
+    pairs = [(ta, tb) for ta in tops(a, 3) for tb in tops(b, 3)]
+    expected = sum(len(ta & tb) for ta, tb in pairs) / len(pairs) / 3
+    assert top_k_overlap(a, b, fraction=0.5)[0].item() == pytest.approx(expected)
+    assert expected != pytest.approx(1 / 3)                           # not what row-major tie-breaking gives
 
 
 def test_saliency_agreement_summarises_and_skips_constant_maps():

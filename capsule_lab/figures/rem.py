@@ -581,7 +581,7 @@ def pruning_explorer_figure(run: RemRun, step: int, label: int, grid: tuple, ima
     if images is not None:
         plot_backtracked_image(axes[1], images, s.test, label, grid, levels, config)
     numbers = step_summary(s, levels)
-    lines = [f"epoch {numbers['epoch']}" + (" (REM's model)" if step == run.chosen else ""),
+    lines = [f"epoch {numbers['epoch']}" + (" (REM's model)" if step == len(run.pruned) - 1 else ""),
              f"sparsity {100 * numbers['sparsity']:.1f} %",
              f"accuracy {100 * numbers['accuracy']:.2f} %",
              f"entropy {numbers['entropy']:.2f} bits (K = {levels})",

@@ -2,7 +2,7 @@
 
 Taught in chapter 05, after Renzulli, Tartaglione and Grangetto (the REM paper), §3.2 and Figure 8. The
 picture is :func:`capsule_lab.figures.pruning_explorer_figure`, the numbers
-:func:`capsule_lab.figures.step_summary`; the figure of the default state (REM's chosen step) is what the static
+:func:`capsule_lab.figures.step_summary`; the figure of the default state (REM's model, the last step) is what the static
 book shows.
 """
 
@@ -37,7 +37,7 @@ class PruningExplorer(widgets.VBox):
         check_class_index(label, classes)
         options = [(f"epoch {s.epoch} · sparsity {100 * s.sparsity['overall']:.0f} %", k)
                    for k, s in enumerate(run.pruned)]
-        self.step = widgets.SelectionSlider(options=options, value=run.chosen, description="pruned run",
+        self.step = widgets.SelectionSlider(options=options, value=len(run.pruned) - 1, description="pruned run",
                                             continuous_update=False, style={"description_width": "initial"},
                                             layout=widgets.Layout(width="60%"))
         self.label = widgets.Dropdown(options=list(range(classes)), value=label, description="class",
@@ -66,7 +66,7 @@ class PruningExplorer(widgets.VBox):
 def pruning_explorer(run: RemRun, grid: tuple, images=None, label: int | None = None, levels: int = 11,
                      config: CapsNetConfig | None = None) -> PruningExplorer:
     """A widget to walk through REM's pruned run: a slider over its steps ("epoch e · sparsity s %", starting at
-    REM's chosen step) and a class dropdown (by default the class REM's model predicts most); it draws
+    REM's model, the last step) and a class dropdown (by default the class REM's model predicts most); it draws
     :func:`~capsule_lab.figures.pruning_explorer_figure` (the class's parse tree, backtracked to the mean image
     when ``images`` are given) and prints the step's accuracy, entropy (K = ``levels``) and keys per class.
 

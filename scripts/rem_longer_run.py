@@ -1,0 +1,92 @@
+"""Chapter 05's Q-against-REM study trained longer than the quick profile allows, on a CPU, over several seeds.
+
+The quick profile trains for 4 epochs on 3k images and prunes 87.5 % in three halvings: REM then loses points that
+the paper's REM does not, and the couplings have not polarised. This script runs the same study
+(:func:`capsule_lab.rem_study.run_rem`: the quick profile's slim CapsNet, its optimiser and learning-rate decay) in
+the regime the paper's central claim is about: 24 epochs, 4 dense, then 8 rounds of 2 epochs that each prune a
+fifth of the remaining weights (1 − 0.8⁸ = 83.2 % sparse, inside the paper's 80.7–87.3 %), then 4 epochs without
+pruning (so that REM's last epoch is not a recovery from its last cut), on test sets where keys can repeat:
+Fashion-MNIST (the first ``--train-size`` training images after 3,000 for validation; all 10,000 test images),
+the offline MNIST digits (7,200 to train, 800 to validate, 2,000 to test) and the same digits on chapter 06's
+40 × 40 canvas (``expanded``: Q and REM are also tested on chapter 06's affine digits, the paper's Table 2).
+Q's model is the dense epoch with the lowest validation loss, REM's the last epoch (App. B.2); both are quantised
+at inference with K = 11. For each dataset and seed it writes a :func:`capsule_lab.rem_study.run_record` (every
+epoch's numbers) with :func:`capsule_lab.rem_study.model_extras` (accuracy and entropy against K, saliency on the
+object and its shuffled baseline, emptied W_ij, affine accuracy) to ``--out`` with its provenance. Chapter 05
+reads it with :func:`capsule_lab.rem_study.shipped_rem_runs`.
+
+    python scripts/rem_longer_run.py --datasets fashion --seeds 0 1 2 --threads 1 --out capsule_lab/results/rem_runs_fashion.json  # 57 min
+    python scripts/rem_longer_run.py --datasets mnist expanded --seeds 0 1 2 --threads 1   # rem_runs.json: 58 min
+    python scripts/rem_longer_run.py --quick --out /tmp/x.json   # a smoke test in seconds
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for path in (ROOT, ROOT / "scripts"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from capsule_lab.profiles import chapter_settings, seed_everything  # noqa: E402
+from capsule_lab.rem_study import (model_at, model_extras, rem_affine_data, rem_study_data, run_record,  # noqa: E402
+                                   run_rem)
+from longer_run import parse_arguments, write_report  # noqa: E402
+
+OUT = ROOT / "capsule_lab" / "results" / "rem_runs.json"
+VAL_SIZE = {"fashion": 3000, "mnist": 800, "expanded": 800}
+
+
+def settings_for(dataset: str, args):
+    """The quick profile's settings with this script's schedule and ``dataset``'s sizes."""
+    quick = chapter_settings("05", "quick")
+    capsnet = replace(quick.capsnet, image_size=40) if dataset == "expanded" else quick.capsnet
+    if args.quick:
+        return replace(quick, capsnet=capsnet, datasets=(dataset,), train_size=args.train_size, val_size=64,
+                       test_size=args.test_size, schedule=replace(quick.schedule, epochs=3), warmup_epochs=1,
+                       rounds=2, epochs_per_round=1, amount=0.2, seeds=tuple(args.seeds), keep_every_step=False)
+    return replace(quick, capsnet=capsnet, datasets=(dataset,), val_size=VAL_SIZE[dataset],
+                   train_size=args.train_size if dataset == "fashion" else None,
+                   test_size=None, schedule=replace(quick.schedule, epochs=args.epochs),
+                   warmup_epochs=4, rounds=8, epochs_per_round=2, tune_epochs=args.epochs - 20, amount=0.2,
+                   seeds=tuple(args.seeds), keep_every_step=False, threads=args.threads)
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    datasets = ["fashion", "mnist", "expanded"]
+    if "--datasets" in argv:
+        at = argv.index("--datasets")
+        end = next((k for k in range(at + 1, len(argv)) if argv[k].startswith("--")), len(argv))
+        datasets, rest = argv[at + 1:end], argv[:at] + argv[end:]
+    else:
+        rest = argv
+    args = parse_arguments(__doc__, rest, epochs=24, train_size=30000, test_size=10000, smoke_size=256, out=OUT)
+    started = time.perf_counter()
+    runs, used = [], {}
+    for dataset in datasets:
+        settings = settings_for(dataset, args)
+        used[dataset] = settings
+        data = rem_study_data(dataset, settings)
+        affine = rem_affine_data(settings) if dataset == "expanded" else None
+        for seed in args.seeds:
+            seed_everything(seed)
+            run = run_rem(dataset, settings, data, seed=seed)
+            record = run_record(run, settings.levels)
+            for name, step in (("Q", run.q), ("REM", run.rem)):
+                record[name].update(model_extras(model_at(step, settings.capsnet), data[2], affine=affine))
+            runs.append(record)
+            q, rem = record["Q"], record["REM"]
+            print(f"{dataset:8} seed {seed}: Q epoch {q['epoch']} {q['accuracy']:.4f} / {q['quantized_accuracy']:.4f} "
+                  f"{q['entropy']:.2f} bits; REM {rem['sparsity']['overall']:.3f} sparse "
+                  f"{rem['quantized_accuracy']:.4f} {rem['entropy']:.2f} bits (ceiling {q['entropy_ceiling']:.2f}); "
+                  f"{run.seconds:.0f} s", flush=True)
+    write_report("rem_longer_run.py", argv, args, used, started, runs)
+
+
+if __name__ == "__main__":
+    main()
