@@ -384,17 +384,28 @@ def step_record(step: Step, levels: int = 11) -> dict:
     ``keys`` (the mean per predicted class) and ``keys_per_class``. Chapter 05."""
     if not isinstance(step, Step):
         raise ValueError(f"step must be a capsule_lab.rem_study.Step, got {type(step).__name__}")
-    measure = step.test if step.quantized is None else step.quantized
-    keys = measure.keys(levels)
+    measure = _read(step)
+    numbers = _parse_tree_numbers(measure, levels)
     return {"epoch": step.epoch, "sparsity": dict(step.sparsity), "val_loss": step.val_loss,
             "train_accuracy": step.train_accuracy, "accuracy": step.test.accuracy,
             "quantized_accuracy": None if step.quantized is None else step.quantized.accuracy,
-            "entropy": measure.entropy(levels), "entropy_ceiling": measure.entropy_ceiling(),
-            "keys": sum(keys.values()) / len(keys), "keys_per_class": {str(c): n for c, n in keys.items()}}
+            "entropy": numbers["entropy"], "entropy_ceiling": numbers["entropy_ceiling"], "keys": numbers["keys"],
+            "keys_per_class": {str(c): n for c, n in measure.keys(levels).items()}}
+
+
+def _read(step: Step) -> RoutingMeasure:
+    """The measure a step's tables read: the quantised one (the paper's Q or REM), the plain one if there is none."""
+    return step.test if step.quantized is None else step.quantized
+
+
+def _parse_tree_numbers(measure: RoutingMeasure, levels: int) -> dict:
+    keys = measure.keys(levels)
+    return {"accuracy": measure.accuracy, "entropy": measure.entropy(levels),
+            "entropy_ceiling": measure.entropy_ceiling(), "keys": sum(keys.values()) / len(keys)}
 
 
 def _model_record(step: Step, levels: int) -> dict:
-    measure = step.test if step.quantized is None else step.quantized
+    measure = _read(step)
     return dict(step_record(step, levels), correct=correct_string(measure.predictions == measure.labels))
 
 
@@ -435,10 +446,7 @@ def model_extras(model: CapsNet, test: Dataset, levels=(2, 3, 4, 5, 6, 7, 9, 11,
     check_positive_int(saliency_images, "saliency_images")
     sweep = {}
     for k in levels:
-        m = measure_routing(model, test, device=device, quantize_levels=k)
-        keys = m.keys(k)
-        sweep[str(k)] = {"accuracy": m.accuracy, "entropy": m.entropy(k), "entropy_ceiling": m.entropy_ceiling(),
-                         "keys": sum(keys.values()) / len(keys)}
+        sweep[str(k)] = _parse_tree_numbers(measure_routing(model, test, device=device, quantize_levels=k), k)
     images = test[:saliency_images][0]
     maps, _ = coupling_saliency_maps(model.cpu(), images)
     on, shuffled = saliency_on_object(maps, images), saliency_on_object(maps, images.roll(1, dims=0))
