@@ -61,11 +61,15 @@ SHARE_MARGIN = 0.05
 DEAD_MARGIN = 1 / 16
 #: The margin of a saliency map's share on the object (chapter 05) is 2 % of the map's mass.
 SALIENCY_MARGIN = 0.02
+#: The margin of a mean coupling coefficient (chapter 06, the ladder paper's Figure 1) is 0.01, a tenth of the uniform
+#: coupling 1/J of J = 10 classes.
+COUPLING_MARGIN = 0.01
 
 #: The measures a claim may name. ``affine_drop`` is clean minus affine accuracy (chapter 06); ``middle_share`` the
 #: share of the most active primary capsules whose mean activity is neither high nor low (chapter 06, Figure 4);
 #: ``dead_rate`` the share of a layer's (or the hidden layers') capsules that are dead (chapter 04); ``on_object`` the
-#: share of a saliency map's mass on the object's pixels (chapter 05).
+#: share of a saliency map's mass on the object's pixels (chapter 05); ``coupling`` a group of capsules' mean
+#: coupling coefficient to the right class (chapter 06, Figure 1).
 MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "affine_accuracy": Measure(False, False, AFFINE_MARGIN, "points"),
             "affine_drop": Measure(True, False, AFFINE_MARGIN, "points"),
@@ -74,7 +78,8 @@ MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "keys": Measure(True, True, KEYS_MARGIN, "ratio"),
             "middle_share": Measure(True, False, SHARE_MARGIN, "share"),
             "dead_rate": Measure(True, False, DEAD_MARGIN, "share"),
-            "on_object": Measure(False, False, SALIENCY_MARGIN, "share")}
+            "on_object": Measure(False, False, SALIENCY_MARGIN, "share"),
+            "coupling": Measure(False, False, COUPLING_MARGIN, "coupling")}
 #: An entropy within this many bits of its ceiling (log₂ of the images per class) is saturated.
 CEILING_BITS = 0.5
 #: The convergence criterion (:func:`~capsule_lab.stats.converged`): the last epoch's training accuracy within half a
@@ -233,7 +238,8 @@ def advantage(claim: Claim, value: float) -> str:
         return f"{math.exp(value):.2f}× as fast"
     if unit == "ratio":
         return f"{math.exp(value):.2f}× fewer"
-    return f"{abs(value):.3f} {'lower' if value >= 0 else 'higher'}"
+    better, worse = ("lower", "higher") if lower else ("higher", "lower")
+    return f"{abs(value):.3f} {better if value >= 0 else worse}"
 
 
 def margin_text(claim: Claim) -> str:

@@ -41,6 +41,7 @@ from typing import Callable
 
 import torch
 
+from ._checks import check_positive_int
 from .layers import capsule_votes
 from .routing import dynamic_routing, vote_free_routing
 from .modes import eval_mode
@@ -48,7 +49,7 @@ from .training import mixed_precision, train_step
 
 __all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_runs", "time_median", "peak_memory",
            "bench_routing", "training_step", "training_step_seconds", "inference_seconds", "step_models",
-           "bench_steps"]
+           "bench_steps", "stage_flops", "step_breakdown"]
 
 #: The shapes benchmarked, as name → (B, I, D_in, J, D, iterations) — "sabour" is the digit layer of Sabour
 #: et al., "slim" the quick profile's class-capsule layer.
@@ -369,6 +370,93 @@ def bench_steps(profile: str = "quick", device=None, repeats: int = 5, batch: in
         report["models"][name] = {"parameters": sum(p.numel() for p in model.parameters()),
                                   **{k: v for k, v in timing.items() if k not in ("device", "threads", "batch")}}
     return report
+
+
+def _prefixes(model: torch.nn.Module, images: torch.Tensor) -> list:
+    """The stages of ``model``'s forward pass as cumulative prefixes ``[(stage, forward of the prefix), …]``: each
+    function runs the network up to the end of its stage and returns what is there."""
+    from .models import CapsNet, LadderCapsNet
+
+    def convolutions():
+        return model.primary(torch.relu(model.conv(images)))
+
+    if isinstance(model, CapsNet):
+        r = model.router.iterations
+        routing = (f"routing ({r} iterations)", lambda: model.digits(convolutions()).poses)
+        layer = model.digits
+        with torch.no_grad():                           # does the layer route vote-free? (its router may not know how)
+            fused = (layer.vote_free and layer.vote_form == "plain"
+                     and layer.router.route_weights(convolutions()[:1], layer.weight) is not None)
+        if fused:                                                               # the votes are never formed
+            return [("convolutions", convolutions), (f"votes and routing, vote-free ({r} iterations)", routing[1])]
+        return [("convolutions", convolutions), ("votes", lambda: model.digits.votes(convolutions())), routing]
+    if isinstance(model, LadderCapsNet):
+        def weights():
+            pruned = model.pruning(convolutions())
+            return (pruned.selected, *model.ladder.weights(pruned.code))
+
+        return [("convolutions", convolutions), ("pruning and the weight networks of c", weights),
+                ("eqs. 1-4", lambda: model(images).activities)]
+    raise ValueError(f"model must be a CapsNet or a LadderCapsNet, got {type(model).__name__}")
+
+
+def stage_flops(model: torch.nn.Module, images: torch.Tensor) -> dict:
+    """The forward FLOPs of each stage of a CapsNet or an L-CapsNet on ``images`` (chapter 06): ``{stage: FLOPs}``
+    for the stages of :func:`step_breakdown` without its last ("loss and Adam"), counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` on each cumulative prefix of the forward pass and differenced
+    (a multiply-add is 2 FLOPs; matrix products and convolutions are counted, element-wise work such as the squash
+    or the softmax is not). Works on the meta device, so the paper's sizes can be counted without their memory.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if not isinstance(images, torch.Tensor) or images.dim() != 4:
+        raise ValueError(f"images must be a tensor (B, C, H, W), got {getattr(images, 'shape', type(images).__name__)}")
+    totals = []
+    for _, forward in _prefixes(model, images):
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            forward()
+        totals.append(counter.get_total_flops())
+    names = [name for name, _ in _prefixes(model, images)]
+    return {name: now - before for name, now, before in zip(names, totals, [0, *totals])}
+
+
+def step_breakdown(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, repeats: int = 5,
+                   warmup: int = 1) -> dict:
+    """Where one training step of a CapsNet or an L-CapsNet spends its time (chapter 06, the ladder paper's Table 3).
+
+    The forward pass is cut into stages — CapsNet: convolutions, votes, routing (or votes and routing as one stage
+    where the layer routes vote-free, :func:`~capsule_lab.routing.vote_free_routing`); L-CapsNet: convolutions,
+    pruning and the weight networks of c, eqs. 1–4 — and each cumulative prefix (the network up to the end of a
+    stage) is timed forward and backward (of the sum of what it returns, so every weight before it gets its
+    gradient, as in a real step); a stage's time is its prefix's median minus the previous prefix's. The last stage,
+    "loss and Adam", is the whole training step (:func:`training_step`) minus the longest prefix. Each stage also
+    gets its forward FLOPs (:func:`stage_flops`; the loss's are not counted).
+
+    Returns ``{"stages": {stage: {"seconds", "share", "forward_mflop"}}, "step_s", "batch", "device", "threads"}``,
+    ``share`` the stage's part of ``step_s``. Differences of medians can come out slightly negative for a stage that
+    costs next to nothing. ``images`` and ``labels`` on the model's device; the model trains while it is timed.
+    """
+    flops = stage_flops(model, images)
+    check_positive_int(repeats, "repeats")
+    device = next(model.parameters()).device
+    model.train()
+
+    def forward_backward(forward):
+        def run():
+            model.zero_grad(set_to_none=True)
+            out = forward()
+            sum(t.sum() for t in (out if isinstance(out, tuple) else (out,))).backward()
+        return run
+
+    seconds = [time_median(forward_backward(f), repeats, warmup, _sync(device)) for _, f in _prefixes(model, images)]
+    step = time_median(training_step(model, images, labels), repeats, warmup, _sync(device))
+    seconds.append(step)
+    names = [*flops, "loss and Adam"]
+    stages = {name: {"seconds": now - before, "share": (now - before) / step,
+                     "forward_mflop": flops.get(name, 0) / 1e6}
+              for name, now, before in zip(names, seconds, [0.0, *seconds])}
+    return {"stages": stages, "step_s": step, "batch": int(images.shape[0]), "device": str(device),
+            "threads": torch.get_num_threads()}
 
 
 def main_steps(profile: str = "quick", device=None, repeats: int = 5, batch: int = 100) -> str:

@@ -7,8 +7,9 @@ lets them agree; the ladder capsule network (L-CapsNet) replaces it by two layer
 backpropagation alone:
 
 **The pruning layer** (§3.1). Of the n lower capsules ``u_i`` (activity ``a_i = ‖u_i‖``, the capsule's
-length) keep the K most active, in ascending index order, as the rows of ``U_K`` ``(K, d)``, and remember
-which they were in the *code vector* ``c ∈ {0, 1}ⁿ`` (1 where capsule i was kept). With n = 6, K = 3 and
+length) keep the K most active, in ascending index order (our choice, see below), as the rows of ``U_K``
+``(K, d)``, and remember which they were in the *code vector* ``c ∈ {0, 1}ⁿ`` (1 where capsule i was kept;
+chapter 06 writes it z, keeping c for couplings, and the class activities d_j as δ_j). With n = 6, K = 3 and
 u₁, u₄, u₆ kept: ``c = (1, 0, 0, 1, 0, 1)``. Only ``U_K`` and ``c`` go to the layer above.
 
 **Weight construction and propagation** (§3.2). The kept capsules change from image to image, so there is
@@ -50,9 +51,11 @@ capsules' lengths toward 1 and the dropped ones' toward 0 (:func:`ladder_loss`).
   term.
 - *Ties.* The paper assumes distinct activities (a₍₁₎ > a₍₂₎ > …). Among equal activities the lower index
   is kept, so exactly K capsules are always kept.
-- *Order of the rows.* Ascending capsule index (the course's binding API, and the public code's): then
-  which capsule sits in row i is a function of c alone, which is what lets networks of c build the weight
-  of row i. (The paper's "ordering index for the mth lowest" is ambiguous on this point.)
+- *Order of the rows.* §3.1 orders the rows of U_K by activity (row p is u_{I(p)}, I(m) "the ordering index
+  for the mth lowest activity level" among the kept capsules). We order them by ascending capsule index (the
+  course's binding API, and the public code's): then which capsule sits in row i is a function of c alone, which
+  is what lets networks of c build the weight of row i; in activity order it also depends on the activities,
+  which c does not hold.
 - *The squash of eq. 3* acts on each of the K regressed rows (each should land in the unit ball B^d like the
   capsule it regresses), not on the K×d matrix as one vector.
 - *The regression target.* Eq. 4 compares u^reg with U_K without stopping gradients on either side: the

@@ -144,22 +144,28 @@ class RemSettings:
 
 @dataclass(frozen=True)
 class LadderSettings:
-    """Chapter 06's experiment: L-CapsNets with several K and a dynamic-routing CapsNet of matched size, trained on
-    the 40×40 expanded digits and tested on expanded (clean) and affine-transformed test digits.
+    """Chapter 06's experiment: L-CapsNets with several K, a dynamic-routing CapsNet with the same primary capsules,
+    and that CapsNet with as many parameters as the main L-CapsNet, trained on the 40×40 expanded digits and tested
+    on expanded (clean) and affine-transformed test digits.
 
     ``ks`` are the numbers of kept capsules the chapter trains an L-CapsNet for (``ladder`` with its ``k``
     replaced); ``ladder.k`` is the main one. ``capsnet`` must have the same conv and primary capsules (every
-    :class:`~capsule_lab.models.capsnet.BackboneConfig` field); the chapter's has no decoder and r = 3. Every
-    network trains with the same data, epochs and schedule (Adam, ``lr``
-    decayed by ``lr_decay`` per epoch: the paper gives the start, 10⁻³, and no epoch count or rate). ``bench``
-    names the sizes :func:`capsule_lab.cost.step_models` times for Table 3 (``"full"``: the paper's, on 28×28
-    MNIST). ``profile_digit`` and ``profile_top``: Figure 4 averages the ``profile_top`` largest activities of
-    the primary capsules over the training images of this digit.
+    :class:`~capsule_lab.models.capsnet.BackboneConfig` field); the chapter's has no decoder and r = 3. ``matched``
+    is the capacity-matched control: the same CapsNet with its class capsules widened to the dimension D that
+    brings its parameters closest to the main L-CapsNet's
+    (:func:`capsule_lab.ladder_study.matched_class_dim`), so every extra weight sits where the ladder's extra
+    weights sit, above the primary capsules. Every network trains with the same data, epochs and schedule
+    (Adam, ``lr`` decayed by ``lr_decay`` per epoch: the paper gives the start, 10⁻³, and no epoch count or rate).
+    ``bench`` names the sizes :func:`capsule_lab.cost.step_models` times for Table 3 (``"full"``: the paper's, on
+    28×28 MNIST). ``profile_digit`` and ``profile_top``: Figure 4 averages the ``profile_top`` largest activities of
+    the primary capsules over the training images of this digit; Figure 1 averages the ``coupling_top`` most active
+    capsules' lengths and couplings over the test images of that digit.
     """
 
     ladder: LadderCapsNetConfig
     ks: tuple
     capsnet: CapsNetConfig
+    matched: CapsNetConfig
     train_size: int | None      # None: the whole training set
     test_size: int | None       # None: the whole test set (both test sets are made from the same digits)
     schedule: Schedule
@@ -167,15 +173,22 @@ class LadderSettings:
     bench_repeats: int = 5
     profile_digit: int = 0
     profile_top: int = 300
+    coupling_top: int = 100
 
     def __post_init__(self):
         if self.ladder.k not in self.ks:
             raise ValueError(f"ks must contain the main network's k = {self.ladder.k}, got {self.ks!r}")
-        differ = [f.name for f in fields(BackboneConfig)
-                  if getattr(self.capsnet, f.name) != getattr(self.ladder, f.name)]
+        for name in ("capsnet", "matched"):
+            differ = [f.name for f in fields(BackboneConfig)
+                      if getattr(getattr(self, name), f.name) != getattr(self.ladder, f.name)]
+            if differ:
+                raise ValueError(f"the {name} CapsNet must have the ladder's conv and primary capsules to be "
+                                 f"matched; {', '.join(differ)} differ")
+        differ = [f.name for f in fields(CapsNetConfig) if f.name != "class_dim"
+                  and getattr(self.matched, f.name) != getattr(self.capsnet, f.name)]
         if differ:
-            raise ValueError(f"the CapsNet must have the ladder's conv and primary capsules to be matched; "
-                             f"{', '.join(differ)} differ")
+            raise ValueError(f"matched must be the CapsNet with another class dimension only; {', '.join(differ)} "
+                             f"differ")
 
     def ladder_config(self, k: int) -> LadderCapsNetConfig:
         """The L-CapsNet that keeps ``k`` capsules (the main network's sizes otherwise)."""
@@ -293,19 +306,24 @@ CHAPTER_SETTINGS = {
                             single_shot=True,
                             keep_every_step=False),   # Sabour's network: 27 MB of weights, 460 MB of couplings a step
     },
-    # Quick: the slim networks (576 primary capsules on 40×40) on 3k expanded digits for 2 epochs, batch 32: 6-13 s a
-    # network on 2 CPU cores, so four networks and the step timings fit in a minute (4k digits took 72 s). Far from
-    # converged; chapter 06 shows a longer run (scripts/ladder_longer_run.py) beside it.
+    # Quick: the slim networks (576 primary capsules on 40×40; Table 1's shape, widths / 8) on 3k expanded digits for 2
+    # epochs, batch 32; the matched CapsNet has class capsules of D = 57 (2,712,160 parameters against the main
+    # L-CapsNet's 2,721,440). Far from converged; chapter 06 shows a longer run (scripts/ladder_longer_run.py) beside it.
     "06": {
         "quick": LadderSettings(LadderCapsNetConfig.slim(), ks=(16, 32, 64),
                                 capsnet=CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False),
+                                matched=CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False,
+                                                           class_dim=57),
                                 train_size=3000, test_size=1000,
                                 schedule=Schedule(epochs=2, batch_size=32, lr=2e-3, lr_decay=0.9),
                                 bench="quick", bench_repeats=3, profile_digit=0, profile_top=150),
         # Full: the paper's 40×40 experiment — 60k expanded MNIST, 9×9 kernels (4608 capsules), K = 50/70/100,
-        # Sabour's CapsNet on the same input (no decoder); 50 epochs with the course's Sabour schedule (ours).
+        # Sabour's CapsNet on the same input (no decoder) and with D = 193 (76,477,184 parameters against K = 70's
+        # 76,595,404); 50 epochs with the course's Sabour schedule (ours).
         "full": LadderSettings(LadderCapsNetConfig.paper(k=70), ks=(50, 70, 100),
-                               capsnet=CapsNetConfig.sabour(image_size=40, decoder=False), train_size=None,
+                               capsnet=CapsNetConfig.sabour(image_size=40, decoder=False),
+                               matched=CapsNetConfig.sabour(image_size=40, decoder=False, class_dim=193),
+                               train_size=None,
                                test_size=10000, schedule=Schedule(epochs=50, batch_size=128, lr=1e-3, lr_decay=0.9),
                                bench="full", bench_repeats=20, profile_digit=0, profile_top=300),
     },

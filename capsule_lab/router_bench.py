@@ -125,13 +125,14 @@ class BenchEntry:
 
 
 def _ladder_config(settings: RouterBenchSettings, widths: Optional[tuple] = None) -> LadderCapsNetConfig:
-    """The bench's ladder on the settings' backbone: the paper's layers at full size, the slim ones otherwise, and
-    ``widths`` (when given) as the hidden widths of f, f^reg and p."""
+    """The bench's ladder on the settings' backbone: the paper's layers at full size, the slim ones otherwise with two
+    hidden layers (64, 32) in f, f^reg and p (the widths its shipped runs trained with; chapter 06's slim ladder has
+    Table 1's three), and ``widths`` (when given) as the hidden widths of f, f^reg and p."""
     c = settings.capsnet
     backbone = {f: getattr(c, f) for f in BackboneConfig.__dataclass_fields__}
     full = c.primary_types == 32
     config = (LadderCapsNetConfig.paper(k=settings.ladder_k, image_size=c.image_size) if full
-              else LadderCapsNetConfig.slim(k=settings.ladder_k))
+              else LadderCapsNetConfig.slim(k=settings.ladder_k, widths=(64, 32), contribution_widths=(64, 32)))
     config = replace(config, **backbone, classes=c.classes, class_dim=c.class_dim)
     return config if widths is None else replace(config, widths=widths, contribution_widths=widths)
 

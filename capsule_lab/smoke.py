@@ -162,9 +162,10 @@ def _rem_networks(settings) -> list:
 
 def _ladder_networks(settings) -> list:
     ladder = settings.ladder_config(settings.ladder.k)
-    capsnet = settings.capsnet
+    capsnet, matched = settings.capsnet, settings.matched
     return [SmokeNetwork(f"L-CapsNet K={ladder.k}", "mnist", _seeded(lambda: LadderCapsNet(ladder))),
-            SmokeNetwork(f"CapsNet r={capsnet.router.iterations}", "mnist", _seeded(lambda: CapsNet(capsnet)))]
+            SmokeNetwork(f"CapsNet r={capsnet.router.iterations}", "mnist", _seeded(lambda: CapsNet(capsnet))),
+            SmokeNetwork("CapsNet matched", "mnist", _seeded(lambda: CapsNet(matched)))]
 
 
 def _learned_routing_networks(settings) -> list:

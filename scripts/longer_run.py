@@ -58,3 +58,34 @@ def write_report(script: str, argv, args: argparse.Namespace, settings, started:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
+
+
+def merge_reports(paths: list, out: Path) -> None:
+    """Merge the reports of one longer run split by seeds over several processes (each ``write_report``'s output)
+    into one at ``out``: the runs of every seed, and a provenance whose ``command`` lists each part's command (joined
+    by " && "), ``seeds`` their union, ``seconds`` the sum of the parts' (the compute the run took, whether or not
+    parts ran side by side) and ``parts`` the seconds of each; the settings, torch, machine and threads must agree.
+    """
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    if len(reports) < 2:
+        raise SystemExit("--merge needs two or more reports")
+    first = reports[0]["provenance"]
+    for other in reports[1:]:
+        for key in ("settings", "torch", "machine", "threads"):
+            if other["provenance"][key] != first[key]:
+                raise SystemExit(f"the reports differ in {key}: they are not parts of one run")
+    runs: dict = {}
+    for report in reports:
+        for name, seeds in report["runs"].items():
+            for seed, run in seeds.items():
+                if seed in runs.get(name, {}):
+                    raise SystemExit(f"{name}, seed {seed} is in two reports")
+                runs.setdefault(name, {})[seed] = run
+    parts = [r["provenance"]["seconds"] for r in reports]
+    provenance = dict(first, command=" && ".join(r["provenance"]["command"] for r in reports),
+                      seeds=sorted(s for r in reports for s in r["provenance"]["seeds"]), seconds=round(sum(parts), 1),
+                      parts=parts, date=max(r["provenance"]["date"] for r in reports))
+    runs = {name: dict(sorted(seeds.items(), key=lambda item: int(item[0]))) for name, seeds in runs.items()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"provenance": provenance, "runs": runs}, indent=1) + "\n")
+    print(f"wrote {out}")

@@ -194,3 +194,46 @@ def test_inference_is_timed_in_evaluation_mode_without_gradients():
     assert cost.inference_seconds(net, torch.rand(2, 1, 28, 28), repeats=1, amp=True)["device"] == "cpu"
     with pytest.raises(ValueError, match="images must be a tensor"):
         cost.inference_seconds(net, [1, 2])
+
+
+def test_step_breakdown_counts_each_stage_by_hand():
+    """The stages' forward FLOPs against counts by hand (a multiply-add is 2 FLOPs), and the stages' times add up to
+    the whole step."""
+    from capsule_lab.models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
+    from capsule_lab.routing import RouterSpec
+
+    B = 3
+    images, labels = torch.rand(B, 1, 28, 28), torch.tensor([1, 2, 3])
+    small = dict(image_size=28, conv_channels=4, primary_types=2)          # 20×20 conv, a 6×6 grid: 72 capsules
+    conv = 2 * B * (20 * 20 * 4 * 81 + 6 * 6 * 16 * 4 * 81)                 # conv 1→4 9×9; primary 4→2·8 9×9/2
+    torch.manual_seed(0)
+    for vote_free in (False, True):
+        net = CapsNet(CapsNetConfig.slim(decoder=False, router=RouterSpec(iterations=2), **small))
+        net.digits.vote_free = vote_free
+        report = cost.step_breakdown(net, images, labels, repeats=2)
+        stages = report["stages"]
+        votes = 2 * B * 72 * 10 * 16 * 8
+        weighted = 2 * B * 72 * 10 * 16                                    # one weighted sum or agreement, stored votes
+        assert stages["convolutions"]["forward_mflop"] * 1e6 == pytest.approx(conv)
+        if vote_free:       # 2r − 1 = 3 contractions over (i, k), never forming the votes
+            assert list(stages) == ["convolutions", "votes and routing, vote-free (2 iterations)", "loss and Adam"]
+            assert stages["votes and routing, vote-free (2 iterations)"]["forward_mflop"] * 1e6 == pytest.approx(3 * votes)
+        else:
+            assert list(stages) == ["convolutions", "votes", "routing (2 iterations)", "loss and Adam"]
+            assert stages["votes"]["forward_mflop"] * 1e6 == pytest.approx(votes)
+            assert stages["routing (2 iterations)"]["forward_mflop"] * 1e6 == pytest.approx(3 * weighted)
+        assert sum(s["seconds"] for s in stages.values()) == pytest.approx(report["step_s"])
+        assert sum(s["share"] for s in stages.values()) == pytest.approx(1)
+    ladder = LadderCapsNet(LadderCapsNetConfig.slim(k=5, widths=(6, 4), contribution_widths=(3,), **small))
+    stages = cost.step_breakdown(ladder, images, labels, repeats=2)["stages"]
+    assert list(stages) == ["convolutions", "pruning and the weight networks of c", "eqs. 1-4", "loss and Adam"]
+    # f and f^reg: 72 → 6 → 4 → 5·8·16 per class; p: 72 → 3 → 5; ten classes each
+    f = 10 * (72 * 6 + 6 * 4 + 4 * 5 * 8 * 16)
+    p = 10 * (72 * 3 + 3 * 5)
+    assert stages["pruning and the weight networks of c"]["forward_mflop"] * 1e6 == pytest.approx(2 * B * (2 * f + p))
+    # eq. 1: K·d·D per class for the predictions and K·D for the weighted sum; eq. 2: K·d·D
+    assert stages["eqs. 1-4"]["forward_mflop"] * 1e6 == pytest.approx(2 * B * 10 * (2 * 5 * 8 * 16 + 5 * 16))
+    with pytest.raises(ValueError, match="CapsNet or a LadderCapsNet"):
+        cost.step_breakdown(torch.nn.Linear(2, 2), images, labels)
+    with pytest.raises(ValueError, match="images must be a tensor"):
+        cost.step_breakdown(ladder, images[0], labels)

@@ -10,6 +10,7 @@ from torch.utils.data import TensorDataset
 
 from capsule_lab.ladder import EPSILON, GAMMA, ladder_loss, table1_widths
 from capsule_lab.models import LadderCapsNet, LadderCapsNetConfig, LadderCapsNetOutput, ladder_capsnet_loss
+from capsule_lab.models.ladder_capsnet import SLIM_FACTOR
 from capsule_lab.training import fit
 
 
@@ -63,8 +64,15 @@ def test_paper_network_uses_table1_widths_and_its_parameter_count():
 
 def test_slim_configuration():
     c = LadderCapsNetConfig.slim()
-    assert (c.image_size, c.primary_caps, c.k, c.class_dim) == (40, 576, 32, 8)
+    assert (c.image_size, c.primary_caps, c.k, c.class_dim) == (40, 576, 32, 16)       # D = 16 as the paper's
+    # Table 1's shape at CPU size: every width of the paper divided by one factor, 8
+    paper = LadderCapsNetConfig.paper()
+    assert SLIM_FACTOR == 8 and c.conv_channels * 8 == paper.conv_channels and c.primary_types * 8 == paper.primary_types
     model = LadderCapsNet(c)
+    w = model.ladder.weights
+    assert w.propagation.widths == w.regression.widths == (48, 32, 16) == tuple(x // 8 for x in (384, 256, 128))
+    assert w.contribution.widths == (96, 64, 32)                                        # (3K, 2K, K) as in Table 1
+    assert w.propagation.weights[-1].shape == (10, 16, 32 * 8 * 16)
     assert sum(p.numel() for p in model.parameters()) == parameter_count(c)
     assert LadderCapsNetConfig.slim(k=16).k == 16
 
@@ -95,7 +103,7 @@ def test_forward_outputs():
     x = torch.rand(3, 1, 24, 24)
     out = model(x)
     assert isinstance(out, LadderCapsNetOutput)
-    assert out.activities.shape == (3, 10) and out.poses.shape == (3, 10, 8)
+    assert out.activities.shape == (3, 10) and out.poses.shape == (3, 10, c.class_dim)
     assert out.indices.shape == (3, 5) and out.code.shape == (3, n)
     assert out.regressed.shape == (3, 10, 5, 8) and out.selected.shape == (3, 5, 8) and out.primary.shape == (3, n, 8)
     assert torch.equal(out.lengths, out.activities)

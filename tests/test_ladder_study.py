@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from capsule_lab.data import load_mnist
-from capsule_lab.ladder_study import (TrainedNetwork, activity_profiles, ladder_study_data, primary_capsules,
-                                      run_ladder_study, shipped_ladder_runs, train_network)
+from capsule_lab.ladder_study import (TrainedNetwork, activity_profiles, coupling_profile, ladder_study_data,
+                                      matched_class_dim, primary_capsules, run_ladder_study, shipped_ladder_runs,
+                                      train_network)
 from capsule_lab.models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from capsule_lab.profiles import LadderSettings, chapter_settings
 from capsule_lab.training import evaluate
@@ -36,6 +37,30 @@ def test_the_settings_are_the_papers_in_the_full_profile_and_matched_in_both():
         assert s.capsnet.router.iterations == 3 and not s.capsnet.decoder
         assert s.capsnet.primary_caps == s.ladder.primary_caps and s.capsnet.image_size == 40
         assert s.ladder.k in s.ks and len(s.ks) == 3
+        assert s.matched == replace(s.capsnet, class_dim=s.matched.class_dim)
+
+
+def _capsnet_parameters(c: CapsNetConfig) -> int:
+    """A CapsNet's parameters counted by hand: conv weights and biases, primary conv weights and biases, W_ij."""
+    conv = c.in_channels * c.conv_channels * c.conv_kernel ** 2 + c.conv_channels
+    primary_out = c.primary_types * c.primary_dim
+    primary = c.conv_channels * primary_out * c.primary_kernel ** 2 + primary_out
+    return conv + primary + c.primary_caps * c.classes * c.class_dim * c.primary_dim
+
+
+@pytest.mark.parametrize("profile, dim", [("quick", 57), ("full", 193)])
+def test_the_matched_capsnet_has_the_main_ladders_parameters_within_one_percent(profile, dim):
+    s = chapter_settings("06", profile)
+    with torch.device("meta"):
+        ladder = sum(p.numel() for p in LadderCapsNet(s.ladder).parameters())
+        assert _capsnet_parameters(s.matched) == sum(p.numel() for p in CapsNet(s.matched).parameters())
+    # the settings' D is the closest, found here by the hand count over every D
+    best = min(range(1, 400), key=lambda D: abs(_capsnet_parameters(replace(s.capsnet, class_dim=D)) - ladder))
+    assert s.matched.class_dim == dim == best == matched_class_dim(s.ladder, s.capsnet)
+    assert abs(_capsnet_parameters(s.matched) / ladder - 1) < 0.01
+    assert _capsnet_parameters(s.capsnet) < ladder / 3                       # the CapsNet the paper compares with
+    with pytest.raises(ValueError, match="LadderCapsNetConfig and capsnet a CapsNetConfig"):
+        matched_class_dim(s.capsnet, s.ladder)
 
 
 def test_settings_refuse_a_sweep_without_the_main_k_or_an_unmatched_capsnet():
@@ -47,6 +72,10 @@ def test_settings_refuse_a_sweep_without_the_main_k_or_an_unmatched_capsnet():
     with pytest.raises(ValueError, match="matched; primary_types differ"):
         replace(quick, capsnet=CapsNetConfig.slim(image_size=40, conv_channels=32, primary_types=8))
     assert quick.ladder_config(16).k == 16 and quick.ladder_config(16).primary_caps == 576
+    with pytest.raises(ValueError, match="another class dimension only; router differ"):
+        replace(quick, matched=replace(quick.matched, router=replace(quick.capsnet.router, iterations=1)))
+    with pytest.raises(ValueError, match="matched CapsNet must have the ladder's conv"):
+        replace(quick, matched=replace(quick.matched, primary_types=8))
 
 
 def test_the_data_are_the_same_test_digits_twice_and_the_training_digits_placed_at_random(tiny):
@@ -70,6 +99,9 @@ def test_train_network_trains_tests_and_keeps_the_weights(tiny):
     assert isinstance(model, LadderCapsNet) and not model.training
     assert ladder.parameters == sum(p.numel() for p in LadderCapsNet(settings.ladder_config(16)).parameters())
     assert evaluate(model, data[1]) == ladder.clean_accuracy and evaluate(model, data[2]) == ladder.affine_accuracy
+    for correct, accuracy in ((ladder.clean_correct, ladder.clean_accuracy),
+                              (ladder.affine_correct, ladder.affine_accuracy)):
+        assert len(correct) == 40 and set(correct) <= {"0", "1"} and correct.count("1") / 40 == accuracy
     assert ladder.affine_drop == pytest.approx(ladder.clean_accuracy - ladder.affine_accuracy)
     assert len(ladder.history.train_loss) == settings.schedule.epochs and ladder.seconds > 0
     # the same seed trains the same network
@@ -83,8 +115,33 @@ def test_run_ladder_study_trains_every_k_and_the_capsnet(tiny):
     settings, data = tiny
     small = replace(settings, ks=(8, 32), train_size=32, schedule=replace(settings.schedule, epochs=1))
     runs = run_ladder_study(small, data)
-    assert list(runs) == ["ladder K=8", "ladder K=32", "capsnet r=3"]
+    assert list(runs) == ["ladder K=8", "ladder K=32", "capsnet r=3", "capsnet matched"]
     assert runs["ladder K=8"].config.k == 8 and runs["capsnet r=3"].config == small.capsnet
+    assert runs["capsnet matched"].config == small.matched and runs["capsnet matched"].parameters == \
+        _capsnet_parameters(small.matched)
+
+
+def test_coupling_profile_is_the_per_image_figure_1_averaged(tiny):
+    from capsule_lab.ladder import most_active_couplings
+    settings, data = tiny
+    torch.manual_seed(1)
+    net = CapsNet(settings.capsnet).eval()
+    images = data[1].tensors[0][:9]
+    lengths, couplings = coupling_profile(net, images, label=3, top=20, batch_size=4)
+    per_image = []
+    for image in images:                                         # one image at a time, the chapter's §1 function
+        with torch.no_grad():
+            out = net(image[None])
+        per_image.append(most_active_couplings(out.primary[0], out.couplings[0], 3, top=20)[1:])
+    assert torch.allclose(lengths, torch.stack([l for l, _ in per_image]).mean(0), atol=1e-6)
+    assert torch.allclose(couplings, torch.stack([c for _, c in per_image]).mean(0), atol=1e-6)
+    assert all(a >= b for a, b in zip(lengths.tolist(), lengths[1:].tolist()))
+    with pytest.raises(ValueError, match="must be a CapsNet"):
+        coupling_profile(LadderCapsNet(settings.ladder), images, 0)
+    with pytest.raises(ValueError, match="at most the number of primary capsules 576"):
+        coupling_profile(net, images, 0, top=577)
+    with pytest.raises(ValueError, match="label must be a class index"):
+        coupling_profile(net, images, 10)
 
 
 def test_bad_input_is_refused(tiny):
@@ -127,20 +184,34 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
     report = shipped_ladder_runs()
     prov, runs = report["provenance"], report["runs"]
     epochs = prov["settings"]["schedule"]["epochs"]
-    assert prov["seeds"] == [0, 1, 2, 3, 4] and epochs >= 8 and prov["settings"]["train_size"] == 8000
+    assert prov["seeds"] == list(range(len(prov["seeds"]))) and len(prov["seeds"]) >= 3
+    assert epochs >= 15 and prov["settings"]["train_size"] == 8000
     settings = replace(chapter_settings("06", "quick"), train_size=prov["settings"]["train_size"])
-    names = [f"ladder K={k}" for k in settings.ks] + ["capsnet r=3"]
+    assert prov["settings"]["ladder"]["widths"] == list(settings.ladder.widths)        # today's networks
+    assert prov["settings"]["matched"]["class_dim"] == settings.matched.class_dim
+    names = [f"ladder K={k}" for k in settings.ks] + ["capsnet r=3", "capsnet matched"]
     assert list(runs) == names
     for name in names:
-        make = (lambda: LadderCapsNet(settings.ladder_config(int(name.split("=")[1])))) if name.startswith("ladder") \
-            else (lambda: CapsNet(settings.capsnet))
-        count = sum(p.numel() for p in make().parameters())
+        config = (settings.ladder_config(int(name.split("=")[1])) if name.startswith("ladder")
+                  else settings.capsnet if name == "capsnet r=3" else settings.matched)
+        with torch.device("meta"):
+            count = sum(p.numel() for p in (LadderCapsNet if name.startswith("ladder") else CapsNet)(config).parameters())
         for seed in map(str, prov["seeds"]):
             run = runs[name][seed]
             assert 0.1 < run["affine_accuracy"] < run["clean_accuracy"] <= 1
+            for correct, accuracy in ((run["clean_correct"], run["clean_accuracy"]),
+                                      (run["affine_correct"], run["affine_accuracy"])):
+                assert len(correct) == 2000 and correct.count("1") / 2000 == pytest.approx(accuracy, abs=1e-7)
             assert run["parameters"] == count and len(run["train_loss"]) == len(run["train_accuracy"]) == epochs
             profile = run["activity_profile"]
             assert len(profile) == settings.profile_top and all(a >= b for a, b in zip(profile, profile[1:]))
+            assert 0 < run["step_seconds"] < 5 and (run["device"], run["threads"]) == ("cpu", 1)
+            if name.startswith("capsnet"):
+                lengths, couplings = run["coupling_lengths"], run["couplings"]
+                assert len(lengths) == len(couplings) == settings.coupling_top
+                assert all(a >= b for a, b in zip(lengths, lengths[1:])) and all(0 < c < 1 for c in couplings)
+            else:
+                assert "couplings" not in run
 
 
 # ------------------------------------------------------------------ the verdict table (LADDER_CLAIMS)
@@ -160,17 +231,26 @@ def test_claim_records_are_the_shipped_runs_numbers():
     import numpy as np
     from capsule_lab.ladder_study import ladder_claim_records
     shipped = shipped_ladder_runs()
+    k = shipped["provenance"]["settings"]["ladder"]["k"]
     records = ladder_claim_records(shipped)
-    assert len(records) == sum(len(seeds) for seeds in shipped["runs"].values())
-    for r in records:
+    networks = [r for r in records if r["router"] in shipped["runs"]]
+    assert len(networks) == sum(len(seeds) for seeds in shipped["runs"].values())
+    for r in networks:
         run = shipped["runs"][r["router"]][str(r["seed"])]
         profile = np.array(run["activity_profile"])
-        assert r["affine_drop"] == pytest.approx(run["clean_accuracy"] - run["affine_accuracy"])
         assert r["middle_share"] == pytest.approx(np.mean((profile > 0.1) & (profile < 0.9)))
         assert r["accuracy"] == run["clean_accuracy"] and r["train_accuracy"] == run["train_accuracy"]
-    stripped = {"runs": {"ladder K=32": {"0": {k: v for k, v in shipped["runs"]["ladder K=32"]["0"].items()
-                                               if k != "train_accuracy"}}}}
-    with pytest.raises(ValueError, match="no training accuracy"):
+        assert r["correct"] == run["clean_correct"] and r["train_step_ms"] == pytest.approx(1000 * run["step_seconds"])
+    groups = [r for r in records if r["router"] not in shipped["runs"]]
+    assert {r["router"] for r in groups} == {"capsnet r=3 top-K", "capsnet r=3 rest", "capsnet matched top-K",
+                                             "capsnet matched rest"}
+    for r in groups:
+        name, group = r["router"].rsplit(" ", 1)
+        couplings = np.array(shipped["runs"][name][str(r["seed"])]["couplings"])
+        assert r["coupling"] == pytest.approx((couplings[:k] if group == "top-K" else couplings[k:]).mean())
+    stripped = {"provenance": shipped["provenance"], "runs": {"ladder K=32": {"0": {
+        key: v for key, v in shipped["runs"]["ladder K=32"]["0"].items() if key != "step_seconds"}}}}
+    with pytest.raises(ValueError, match="no step_seconds: rerun"):
         ladder_claim_records(stripped)
     with pytest.raises(ValueError, match="shipped_ladder_runs"):
         ladder_claim_records({"provenance": {}})
@@ -181,9 +261,63 @@ def test_the_verdicts_are_scipys_and_the_tables_numbers_are_the_runs():
 
     from capsule_lab.ladder_study import LADDER_CLAIMS, ladder_claim_records, ladder_verdicts
     shipped = shipped_ladder_runs()
-    assert len(shipped["provenance"]["seeds"]) >= 5
+    assert len(shipped["provenance"]["seeds"]) >= 3
     rows = ladder_verdicts(shipped)
     assert [r.verdict.outcome for r in rows] == scipy_outcomes(ladder_claim_records(shipped), LADDER_CLAIMS)
-    # the parameter ratio the claims' "differs" states is the shipped networks'
-    ratio = shipped["runs"]["ladder K=32"]["0"]["parameters"] / shipped["runs"]["capsnet r=3"]["0"]["parameters"]
+    # the parameter ratio and the matched dimension the claims' "differs" state are the shipped networks'
+    runs = shipped["runs"]
+    ratio = runs["ladder K=32"]["0"]["parameters"] / runs["capsnet r=3"]["0"]["parameters"]
     assert all(f"{ratio:.1f}×" in c.differs for c in LADDER_CLAIMS if "capsnet r=3" in (c.a, c.b))
+    matched = runs["capsnet matched"]["0"]["parameters"] / runs["ladder K=32"]["0"]["parameters"]
+    assert abs(matched - 1) < 0.01
+    dim = f"dimension {shipped['provenance']['settings']['matched']['class_dim']} against 16"
+    assert all(dim in c.differs and "within 1 %" in c.differs for c in LADDER_CLAIMS if "capsnet matched" in (c.a, c.b))
+    # every claim is the paper's, and every network a claim names is in the run
+    assert all(c.origin == "paper" and c.quoted for c in LADDER_CLAIMS)
+
+
+def _script():
+    import importlib.util
+    import sys
+    from pathlib import Path
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    sys.path.insert(0, str(scripts))
+    spec = importlib.util.spec_from_file_location("ladder_longer_run", scripts / "ladder_longer_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_run_is_the_scripts_schedule_on_the_quick_networks():
+    script = _script()
+    prov = shipped_ladder_runs()["provenance"]
+    quick = chapter_settings("06", "quick")
+    schedule = prov["settings"]["schedule"]
+    assert schedule["lr_decay"] == script.LR_DECAY and schedule["lr"] == quick.schedule.lr
+    assert schedule["batch_size"] == quick.schedule.batch_size and prov["settings"]["ks"] == list(quick.ks)
+
+
+def test_merging_the_parts_of_a_run_split_by_seeds(tmp_path):
+    import json
+    script = _script()
+    base = {"settings": {"a": 1}, "torch": "t", "machine": "m", "threads": 1}
+    parts = []
+    for k, (seeds, seconds) in enumerate((([0, 1], 100.0), ([2], 60.0))):
+        runs = {"net": {str(s): {"clean_accuracy": s / 10} for s in seeds}}
+        report = {"provenance": dict(base, command=f"part {k}", seeds=seeds, seconds=seconds,
+                                     date=f"2026-01-0{k + 1}"), "runs": runs}
+        parts.append(tmp_path / f"{k}.json")
+        parts[-1].write_text(json.dumps(report))
+    out = tmp_path / "merged.json"
+    script.main(["--merge", str(parts[1]), str(parts[0]), "--out", str(out)])
+    merged = json.loads(out.read_text())
+    assert merged["provenance"]["seeds"] == [0, 1, 2] and merged["provenance"]["seconds"] == 160.0
+    assert merged["provenance"]["parts"] == [60.0, 100.0] and merged["provenance"]["command"] == "part 1 && part 0"
+    assert list(merged["runs"]["net"]) == ["0", "1", "2"] and merged["runs"]["net"]["2"]["clean_accuracy"] == 0.2
+    with pytest.raises(SystemExit, match="two reports"):
+        script.main(["--merge", str(parts[0]), str(parts[0]), "--out", str(out)])
+    other = json.loads(parts[1].read_text())
+    other["provenance"]["threads"] = 2
+    parts[1].write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="differ in threads"):
+        script.main(["--merge", str(parts[0]), str(parts[1]), "--out", str(out)])

@@ -70,6 +70,7 @@ def expected_networks() -> dict:
             networks["05", name, dataset] = lambda: CapsNet(CH05.capsnet)
     networks["06", f"L-CapsNet K={CH06.ladder.k}", "mnist"] = lambda: LadderCapsNet(CH06.ladder)
     networks["06", "CapsNet r=3", "mnist"] = lambda: CapsNet(CH06.capsnet)
+    networks["06", "CapsNet matched", "mnist"] = lambda: CapsNet(CH06.matched)
     for dataset in CH07.datasets:
         for router in CH07.routers:
             networks["07", f"ConvCapsNet {router}", dataset] = lambda r=router: build_model(r, CH07)
@@ -118,6 +119,7 @@ def test_parameter_counts_are_the_papers_and_those_of_fresh_networks(results):
     assert found["03", "CapsNet full", "mnist"].parameters == sabour
     assert found["05", "Q (dense)", "mnist"].parameters == sabour_parameters(CH05.capsnet)
     assert found["06", "CapsNet r=3", "mnist"].parameters == sabour_parameters(CH06.capsnet)
+    assert found["06", "CapsNet matched", "mnist"].parameters == sabour_parameters(CH06.matched)
     assert found["08", "bench dynamic r=3", "mnist"].parameters == sabour_parameters(CH08.capsnet)
     for key, make in expected_networks().items():
         with torch.device("meta"):                                  # counts without the weights

@@ -385,7 +385,7 @@ def ladder_explorer_figure(models: dict, images, labels, k, index: int = 0) -> F
       entry of the K × d matrices, the line y = x where a perfect regression would put them;
     - the squared distance ‖u^reg_i − u_i‖² of every kept capsule i, with their mean (eq. 4's exponent over
       −γ) dashed;
-    - the class activities d_j, the prediction in orange and the true label marked.
+    - the class activities δ_j (the paper's d_j), the prediction in orange and the true label marked.
 
     Chapter 06."""
     return _draw_explorer(ladder_explorer_result(models, images, labels, k, index), images[index], models[k].config)
@@ -431,7 +431,7 @@ def _draw_explorer(r: dict, image, config) -> Figure:
     ax.set_xticks(range(len(activities)))
     ax.set_ylim(0, 1.12)
     ax.set_xlabel("class j", fontsize=8)
-    ax.set_ylabel("activity d_j", fontsize=8)
+    ax.set_ylabel("activity δ_j", fontsize=8)
     ax.set_title(f"predicted {r['prediction']}, true {r['label']}", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3, axis="y")

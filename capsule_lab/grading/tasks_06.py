@@ -6,8 +6,8 @@ Each task has the course's reference (:mod:`capsule_lab.ladder`'s pruning layer,
 seeded random and edge-case inputs (capsules of exactly equal length at the K-th place in every group, K = 1 and
 K = n − 1, d = D, class poses s_j = 0, one kept capsule, one class) in named case groups, known wrong answers with their hints and a general hint
 pointing to its section of chapter 06. Letters are the chapter's (Jeong, Lee and Kim 2019): n lower capsules u_i of
-dimension d, K of them kept (U_K, the code vector c), J class capsules of dimension D, their partial poses s_j, the
-regression maps f_j^reg, the activities d_j and γ = 5.12. Registered with
+dimension d, K of them kept (U_K, the code vector z), J class capsules of dimension D, their partial poses s_j, the
+regression maps f_j^reg, the activities δ_j and γ = 5.12 (the chapter's letters: the paper writes c and d_j). Registered with
 :func:`capsule_lab.grading.tasks.register` on import.
 """
 
@@ -85,7 +85,7 @@ _TOP_K_WRONG = (
     WrongAnswer("rows in order of activity", lambda u, k: _top_k_variant(u, k, order="activity"),
                 "the right capsules, but your rows run from the most active down: U_K keeps them in ascending index "
                 "order (row p is the kept capsule of p-th lowest index), so that which capsule sits in row i is a "
-                "function of the code vector alone — the weights f_{j|i}(c) are built for that order."),
+                "function of the code vector alone — the weights f_{j|i}(z) are built for that order."),
     WrongAnswer("activity as the sum", lambda u, k: _top_k_variant(u, k, score="sum"),
                 "you ranked the capsules by the sum of their components: a capsule's activity is its length "
                 "a_i = ‖u_i‖ (a capsule pointing the other way is just as active)."),
@@ -99,10 +99,10 @@ _TOP_K_WRONG = (
                 "only the ties go wrong: among capsules of exactly equal length the *lower* index is kept (a stable "
                 "sort of the lengths, most active first, keeps equal ones in index order)."),
     WrongAnswer("integer code vector", lambda u, k: _top_k_variant(u, k, code_dtype=torch.int64),
-                "the right code vector as integers: c feeds the networks f(c), p(c), f^reg(c), so it has u's "
+                "the right code vector as integers: z feeds the networks f(z), p(z), f^reg(z), so it has u's "
                 "floating dtype (1.0 where kept, 0.0 elsewhere)."),
     WrongAnswer("boolean code vector", lambda u, k: _top_k_variant(u, k, code_dtype=torch.bool),
-                "the right code vector as booleans: c feeds the networks f(c), p(c), f^reg(c), so it has u's "
+                "the right code vector as booleans: z feeds the networks f(z), p(z), f^reg(z), so it has u's "
                 "floating dtype (1.0 where kept, 0.0 elsewhere)."),
 )
 
@@ -174,7 +174,7 @@ def _activity(error):
 _GAMMA_WRONG = (
     WrongAnswer("sum over K", _activity(sum(x * x for x in _PREDICT_DISTANCES)),
                 "you added up the K squared distances: eq. 4 takes their *mean*, (1/K) Σ_i ‖u_{i|j}^reg − u_i‖², so "
-                "that d_j does not fall just because more capsules are kept."),
+                "that δ_j does not fall just because more capsules are kept."),
     WrongAnswer("distances not squared", _activity(sum(_PREDICT_DISTANCES) / 4),
                 "you averaged the distances themselves: eq. 4 averages the *squared* distances ‖·‖²."),
     WrongAnswer("root mean square", _activity(math.sqrt(sum(x * x for x in _PREDICT_DISTANCES) / 4)),
@@ -186,7 +186,7 @@ _GAMMA_WRONG = (
     WrongAnswer("largest error only", _activity(0.09),
                 "you used the largest squared distance only: eq. 4 averages over all K rows."),
     WrongAnswer("linearised", lambda: 1 - GAMMA * 0.03,
-                "1 − γ · 0.03 is the first-order approximation of exp(−γ · 0.03): d_j is the exponential itself."),
+                "1 − γ · 0.03 is the first-order approximation of exp(−γ · 0.03): δ_j is the exponential itself."),
 )
 
 
@@ -247,14 +247,14 @@ _LADDER_WRONG = (
     WrongAnswer("regressed from v_j's direction", lambda *a, **k: _ladder_variant(*a, **k, from_direction=True),
                 "the parts are regressed from s_j / ‖s_j‖, the direction of v_j (§3.3's text says \"from v_j\", and "
                 "the public code L2-normalises s_j): eq. 2 regresses from s_j itself, length and all — v_j cannot "
-                "be used, it needs d_j, which needs the regression."),
+                "be used, it needs δ_j, which needs the regression."),
     WrongAnswer("mean over all K·d entries", lambda *a, **k: _ladder_variant(*a, **k, entries=True),
                 "your squared error is averaged over all K·d coordinates: eq. 4 sums the squares over the d "
                 "coordinates of each row (‖·‖²) and averages over the K rows only."),
     WrongAnswer("whole K×d matrix squashed", lambda *a, **k: _ladder_variant(*a, **k, whole=True),
                 "the K×d regression is squashed as one vector: eq. 3 squashes each of the K rows on its own."),
-    WrongAnswer("v_j = d_j s_j", lambda *a, **k: _ladder_variant(*a, **k, unnormalised=True),
-                "the poses are d_j · s_j: v_j = d_j s_j / ‖s_j‖ has s_j's direction and d_j's length."),
+    WrongAnswer("v_j = δ_j s_j", lambda *a, **k: _ladder_variant(*a, **k, unnormalised=True),
+                "the poses are δ_j · s_j: v_j = δ_j s_j / ‖s_j‖ has s_j's direction and δ_j's length."),
     WrongAnswer("sum over K", lambda *a, **k: _ladder_variant(*a, **k, summed=True),
                 "the squared distances are added over the K rows: eq. 4 takes their mean, (1/K) Σ_i."),
 )
@@ -324,9 +324,9 @@ def _experiment_wrong(mistake):
 
 _EXPERIMENT_WRONG = (
     WrongAnswer("sum over K", _experiment_wrong("sum"),
-                "your d_j fall far too fast: eq. 4 averages the K squared distances, it does not add them up."),
+                "your δ_j fall far too fast: eq. 4 averages the K squared distances, it does not add them up."),
     WrongAnswer("mean over all K·d entries", _experiment_wrong("entries"),
-                "your d_j stay too close to 1: the squared distance of a row is summed over its d coordinates, "
+                "your δ_j stay too close to 1: the squared distance of a row is summed over its d coordinates, "
                 "then averaged over the K rows (not averaged over all K·d numbers)."),
     WrongAnswer("not squared", _experiment_wrong("not squared"),
                 "you averaged the distances, not their squares (eq. 4)."),
@@ -335,7 +335,7 @@ _EXPERIMENT_WRONG = (
                 "is your regressed_rows from task 2 the one that passes?)."),
     WrongAnswer("regression or parts not squashed", _experiment_wrong("unsquashed"),
                 "your activities are near 0 even at σ = 0: the regression is squashed row by row (eq. 3), and the "
-                "parts are squash(û_j^reg + σ · noise), row by row — at σ = 0 the two coincide and d_j = 1."),
+                "parts are squash(û_j^reg + σ · noise), row by row — at σ = 0 the two coincide and δ_j = 1."),
 )
 
 
@@ -343,7 +343,7 @@ register(
     Task("06.top_k", "The pruning layer: the K most active capsules and the code vector", 2, _ref_top_k,
          _top_k_cases,
          hint="rank the n capsules by their length ‖u_i‖, most active first, ties to the lower index (a stable sort); "
-              "keep the first K, put them back in ascending index order as the rows of U_K, and set c_i = 1.0 where "
+              "keep the first K, put them back in ascending index order as the rows of U_K, and set z_i = 1.0 where "
               "capsule i was kept, 0.0 elsewhere, in u's dtype (chapter 06, section 1).",
          outputs=("selected", "code"), wrong_answers=_TOP_K_WRONG, input_names=("u",), function="prune_capsules",
          answers=_TOP_K_ANSWERS),
@@ -357,13 +357,13 @@ register(
          input_names=("partial", "regression"), function="regressed_rows", answers=(regress, regressed_capsules)),
     Task("06.gamma_activation", "Prediction: the activity of a class whose regression misses one part", 1,
          _ref_gamma_activation, lambda: [Case("your prediction", (), grad="none")],
-         hint="eq. 4: d_j = exp(−γ · (1/K) Σ_i ‖u_{i|j}^reg − u_i‖²) with γ = 5.12 — square each of the K distances, "
+         hint="eq. 4: δ_j = exp(−γ · (1/K) Σ_i ‖u_{i|j}^reg − u_i‖²) with γ = 5.12 — square each of the K distances, "
               "average the squares, then take the exponential (chapter 06, section 3).",
-         outputs=("d_j",), wrong_answers=_GAMMA_WRONG, function="predict_activity", kind="prediction",
+         outputs=("δ_j",), wrong_answers=_GAMMA_WRONG, function="predict_activity", kind="prediction",
          returns_number=True, atol=0.005, rtol=0.0, answers=(ladder_activation,)),
     Task("06.ladder_forward", "Bug hunt: the ladder layer's forward pass", 2, _ref_ladder_forward, _ladder_cases,
          hint="s_j = Σ_i p_{j|i} · u_i f_{j|i} (eq. 1); u_j^reg = the rows of f_j^reg s_jᵀ, each squashed (eqs. 2–3); "
-              "d_j = exp(−γ · mean over the K rows of ‖u_{i|j}^reg − u_i‖²) (eq. 4); v_j = d_j s_j / ‖s_j‖ "
+              "δ_j = exp(−γ · mean over the K rows of ‖u_{i|j}^reg − u_i‖²) (eq. 4); v_j = δ_j s_j / ‖s_j‖ "
               "(chapter 06, sections 2 and 3).",
          outputs=("activities", "poses"), wrong_answers=_LADDER_WRONG,
          input_names=("selected", "propagation", "contributions", "regression"), function="ladder_forward",

@@ -14,7 +14,7 @@ One class, two sizes:
                                  91.1M at K = 100; 52.3M with 15×15 kernels at K = 70); with 9×9 kernels all
                                  but the convolutions' 5.3M are in the J = 10 × 3 networks of the code vector:
                                  their first layer sees all n capsules, their last one writes K·d·D numbers.
-    LadderCapsNetConfig.slim()   the same network at CPU size (see :meth:`LadderCapsNetConfig.slim`).
+    LadderCapsNetConfig.slim()   Table 1's network at CPU size: every width divided by 8 (:meth:`LadderCapsNetConfig.slim`).
 
 The loss is :func:`ladder_capsnet_loss`: the margin loss on the class activities + ε ‖c − A‖² (§4).
 """
@@ -30,11 +30,15 @@ from torch import nn
 
 from .._checks import check_nonnegative, check_positive_int, check_tensor
 from ..capsules import PrimaryCapsules
-from ..ladder import EPSILON, GAMMA, LadderLayer, PruningLayer, capsule_activity, ladder_loss
+from ..ladder import EPSILON, GAMMA, LadderLayer, PruningLayer, capsule_activity, ladder_loss, table1_widths
 from .capsnet import BackboneConfig
 from .network import CapsuleNetwork, ParseTrees
 
-__all__ = ["LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss"]
+__all__ = ["SLIM_FACTOR", "LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss"]
+
+#: The quick profile's L-CapsNet divides the paper's widths by this factor (256 → 32 convolution channels, 32 → 4
+#: primary capsule types, Table 1's hidden widths 384, 256, 128 → 48, 32, 16; :meth:`LadderCapsNetConfig.slim`).
+SLIM_FACTOR = 8
 
 
 @dataclass(frozen=True)
@@ -83,21 +87,24 @@ class LadderCapsNetConfig(BackboneConfig):
 
     @classmethod
     def slim(cls, **changes) -> "LadderCapsNetConfig":
-        """The quick profile's network: the paper's layers at CPU size.
+        """The quick profile's network: Table 1's network at CPU size, every width of the paper divided by one factor, 8.
 
-        40×40 input; conv 32 9×9 → 4 types × 8D, 9×9/2 (12·12·4 = 576 capsules); K = 32 (5.6 % of them, near
-        the ratio of about 6 % the paper found best); class capsules 8D; hidden widths (64, 32) for f, f^reg
-        and p; 2.62M parameters (1.35M in the output layers of the f and f^reg networks, which write
-        K·d·D = 2048 numbers per class; 1.11M in the first layers, 576 → 64 per class).
+        40×40 input; conv 256 → 32 channels (9×9) and 32 → 4 primary capsule types of 8D, 9×9/2 (12·12·4 = 576
+        capsules); class capsules 16D as in the paper; the networks f_{j|i} and f_j^reg keep Table 1's three hidden
+        layers in its 3:2:1 widths, 3dD, 2dD, dD = 384, 256, 128 divided by 8: (48, 32, 16); p_j keeps Table 1's
+        (3K, 2K, K) exactly, which already scale with K. K = 32 keeps 5.6 % of the capsules, near the 6 % the
+        paper's conclusion found best. 2,721,440 parameters at K = 32 (1,678,400 at K = 16, 4,945,760 at K = 64):
+        1.31M in the output layers of f and f^reg (16 → K·d·D = 4,096 numbers per class), 0.55M in p's first
+        layer (576 → 3K = 96 per class).
 
-        One training step (forward, loss, backward, Adam) on a batch of 128 40×40 images: 0.11 s on 2 CPU
-        cores (torch 2.14; the fastest of 20 steps, and the median of 10 in the quietest run; medians rose to
-        0.9 s while other jobs shared the course's 2-core machine). Measured the same way, the dynamic-routing
-        ``CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False)`` (the same 576 primary capsules,
-        r = 3) took 0.14–0.23 s (fastest of 20 steps, two runs).
+        One training step (forward, loss, backward, Adam) on a batch of 32 40×40 images on 1 CPU thread (torch
+        2.14, median of 5): 69 ms at K = 32 (49 ms at K = 16, 98 ms at K = 64), against 59 ms for the
+        dynamic-routing ``CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False)`` with the same 576
+        primary capsules and r = 3.
         """
-        return replace(cls(conv_channels=32, primary_types=4, k=32, class_dim=8, widths=(64, 32),
-                           contribution_widths=(64, 32)), **changes)
+        f_widths, _ = table1_widths(8, 16, 70)
+        return replace(cls(conv_channels=32, primary_types=4, k=32, class_dim=16,
+                           widths=tuple(w // SLIM_FACTOR for w in f_widths)), **changes)
 
     def to_dict(self) -> dict:
         return asdict(self)
