@@ -132,6 +132,12 @@ def test_describe_prints_units_and_the_pooled_mcnemar():
     timing = bc.Claim("course", "08", "our question", "faster", False, "-", "faster?", "A", "B", "train_step_ms",
                       "better", "nothing", origin="course")
     assert bc.advantage(timing, math.log(2)) == "2.00× as fast"
+    # a share: positive advantage = A better, which is A higher where higher is better and A lower where lower is
+    for measure, better, worse in (("on_object", "higher", "lower"), ("coupling", "higher", "lower"),
+                                   ("middle_share", "lower", "higher"), ("dead_rate", "lower", "higher")):
+        share = bc.Claim("course", "06", "our question", "A", False, "-", "A?", "A", "B", measure, "better", "-",
+                         origin="course")
+        assert bc.advantage(share, 0.012) == f"0.012 {better}" and bc.advantage(share, -0.003) == f"0.003 {worse}"
 
 
 def test_entropy_ceiling_by_hand():
