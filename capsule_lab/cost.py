@@ -385,8 +385,8 @@ def _prefixes(model: torch.nn.Module, images: torch.Tensor) -> list:
         routing = (f"routing ({r} iterations)", lambda: model.digits(convolutions()).poses)
         layer = model.digits
         with torch.no_grad():                           # does the layer route vote-free? (its router may not know how)
-            fused = (layer.vote_free and layer.vote_form == "plain"
-                     and layer.router.route_weights(convolutions()[:1], layer.weight) is not None)
+            fused = (layer.vote_free and layer.vote_form == "plain" and layer.router.route_weights(
+                model.primary(torch.relu(model.conv(images[:1]))), layer.weight) is not None)
         if fused:                                                               # the votes are never formed
             return [("convolutions", convolutions), (f"votes and routing, vote-free ({r} iterations)", routing[1])]
         return [("convolutions", convolutions), ("votes", lambda: model.digits.votes(convolutions())), routing]
@@ -411,13 +411,13 @@ def stage_flops(model: torch.nn.Module, images: torch.Tensor) -> dict:
 
     if not isinstance(images, torch.Tensor) or images.dim() != 4:
         raise ValueError(f"images must be a tensor (B, C, H, W), got {getattr(images, 'shape', type(images).__name__)}")
+    prefixes = _prefixes(model, images)
     totals = []
-    for _, forward in _prefixes(model, images):
+    for _, forward in prefixes:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             forward()
         totals.append(counter.get_total_flops())
-    names = [name for name, _ in _prefixes(model, images)]
-    return {name: now - before for name, now, before in zip(names, totals, [0, *totals])}
+    return {name: now - before for (name, _), now, before in zip(prefixes, totals, [0, *totals])}
 
 
 def step_breakdown(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, repeats: int = 5,

@@ -28,8 +28,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
@@ -68,8 +66,7 @@ def main(argv=None) -> None:
         networks = run_ladder_study(settings, data, seed=seed)
         profiles = activity_profiles(networks, train, settings.profile_digit, settings.profile_top)
         for name, net in networks.items():
-            model = net.model()
-            timing = training_step_seconds(net.model().train(), step_images, step_labels, repeats=STEP_REPEATS)
+            timing = training_step_seconds(net.model(), step_images, step_labels, repeats=STEP_REPEATS)
             run = {"clean_accuracy": net.clean_accuracy, "affine_accuracy": net.affine_accuracy,
                    "clean_correct": net.clean_correct, "affine_correct": net.affine_correct,
                    "parameters": net.parameters, "seconds": net.seconds, "train_loss": net.history.train_loss,
@@ -77,16 +74,17 @@ def main(argv=None) -> None:
                    "activity_profile": [round(float(a), 5) for a in profiles[name]],
                    "step_seconds": timing["median_s"], "device": timing["device"], "threads": timing["threads"]}
             if not net.is_ladder:
-                lengths, couplings = coupling_profile(model, zeros, settings.profile_digit, settings.coupling_top)
+                lengths, couplings = coupling_profile(net.model(), zeros, settings.profile_digit, settings.coupling_top)
                 run["coupling_lengths"] = [round(float(a), 5) for a in lengths]
                 run["couplings"] = [round(float(c), 6) for c in couplings]
             runs.setdefault(name, {})[str(seed)] = run
+            curve = net.history.train_accuracy
+            change = 100 * (curve[-1] - curve[-2]) if len(curve) > 1 else 0.0
             print(f"seed {seed} {name:15} clean {net.clean_accuracy:.4f} affine {net.affine_accuracy:.4f} "
-                  f"last-epoch change {100 * (net.history.train_accuracy[-1] - net.history.train_accuracy[-2]) if args.epochs > 1 else 0:+.2f} "
-                  f"step {1000 * timing['median_s']:.0f} ms ({net.seconds:.0f} s)", flush=True)
+                  f"last-epoch change {change:+.2f} step {1000 * timing['median_s']:.0f} ms ({net.seconds:.0f} s)",
+                  flush=True)
     write_report("ladder_longer_run.py", argv, args, settings, started, runs)
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(1)
     main()
