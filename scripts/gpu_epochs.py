@@ -34,23 +34,10 @@ import torch
 from torch.utils.data import TensorDataset
 
 from capsule_lab.cost import training_step_seconds
-from capsule_lab.data import expanded_mnist, load_fashion_mnist
+from capsule_lab.data import load_fashion_mnist
+from capsule_lab.epoch_timing import EPOCH_IMAGES, chapter_images
 from capsule_lab.smoke import CHAPTERS, STUDIES
 from capsule_lab.training import fit
-
-#: The images of an epoch the report's seconds are per: MNIST's (and Fashion-MNIST's) training set.
-EPOCH_IMAGES = 60000
-
-
-def chapter_images(fashion: TensorDataset, shape: tuple) -> TensorDataset:
-    """The 60,000 images at the shape ``(C, H, W)`` a chapter's network reads: as they are at 28×28, else each
-    placed on an H×H canvas (:func:`capsule_lab.data.expanded_mnist`)."""
-    images, labels = fashion.tensors
-    if tuple(images.shape[1:]) == tuple(shape):
-        return fashion
-    if shape[0] == images.shape[1] and shape[1] == shape[2] > images.shape[-1]:
-        return expanded_mnist(fashion, canvas=shape[1])
-    raise ValueError(f"no images of shape {shape} can be made from {tuple(images.shape[1:])}")
 
 
 def time_chapter(chapter: str, profile: str, fashion: TensorDataset, device: torch.device, args) -> dict:
@@ -59,7 +46,7 @@ def time_chapter(chapter: str, profile: str, fashion: TensorDataset, device: tor
     schedule = settings.schedule
     amp = device.type == "cuda"
     networks = study.networks(settings)
-    sample, _ = study.data(settings, networks[0].dataset, "offline", 2)    # the chapter's image shape
+    sample, _ = study.data(settings, networks[0].dataset, "offline", 2, 2)    # the chapter's image shape
     images = chapter_images(fashion, tuple(sample.tensors[0].shape[1:]))
     batch = images.tensors[0][:schedule.batch_size].to(device), images.tensors[1][:schedule.batch_size].to(device)
     report = {"schedule": {"batch_size": schedule.batch_size, "lr": schedule.lr, "epochs": schedule.epochs},

@@ -5,7 +5,9 @@ The one place to change when publishing a fork is ``repository.url`` (and ``repo
 
 - the pip requirement that installs the package in Colab: ``capsule-lab @ git+<url>``
   (``git+https://github.com/OWNER/NAME``);
-- the Colab link to a notebook: ``https://colab.research.google.com/github/OWNER/NAME/blob/BRANCH/``.
+- the Colab link to a notebook: ``https://colab.research.google.com/github/OWNER/NAME/blob/BRANCH/``;
+- the link to a file that only the repository has (a pip install has no ``scripts/`` or ``tests/``):
+  ``https://github.com/OWNER/NAME/blob/BRANCH/scripts/…`` (or ``tests/…``).
 
 Usage (from the repository root; ``make sync-url`` runs the first):
 
@@ -38,6 +40,7 @@ PIP_URL = re.compile(r"git\+(" + _GITHUB_REPO + r")(?=[\"'@#\s\\)`]|\.git|$)")
 COLAB_URL = re.compile(
     r"https://colab\.research\.google\.com/github/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/blob/([A-Za-z0-9_./-]+?)/"
     r"(?=(?:chapters|exercises|solutions)/)")
+FILE_URL = re.compile(r"(" + _GITHUB_REPO + r")/blob/([A-Za-z0-9_./-]+?)/(?=(?:scripts|tests)/)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ class Repository:
 
     def colab_prefix(self) -> str:
         return f"https://colab.research.google.com/github/{self.slug}/blob/{self.branch}/"
+
+    def file_prefix(self) -> str:
+        return f"{self.url}/blob/{self.branch}/"
 
 
 def read_repository(config_path: Path) -> Repository:
@@ -88,8 +94,14 @@ def rewrite(text: str, repo: Repository) -> tuple[str, list[str]]:
             found.append(match.group(0))
         return repo.colab_prefix()
 
+    def file(match: re.Match) -> str:
+        if match.group(0) != repo.file_prefix():
+            found.append(match.group(0))
+        return repo.file_prefix()
+
     text = PIP_URL.sub(pip, text)
     text = COLAB_URL.sub(colab, text)
+    text = FILE_URL.sub(file, text)
     return text, found
 
 

@@ -46,11 +46,12 @@ def test_every_copy_of_the_repository_url_agrees_with_config(capsys):
 def _fake_checkout(tmp_path: Path, url: str) -> Path:
     (tmp_path / "chapters").mkdir()
     (tmp_path / "_config.yml").write_text(f"repository:\n  url: {url}\n  branch: dev\n", encoding="utf8")
-    notebook = (ROOT / "chapters" / "02_dynamic_routing.ipynb")
+    notebook = (ROOT / "chapters" / "05_rem.ipynb")
     shutil.copy(notebook, tmp_path / "chapters" / notebook.name)
     (tmp_path / "README.md").write_text(
         'pip install "capsule-lab @ git+https://github.com/capsule-lab/capsule-lab"\n'
         "Colab: https://colab.research.google.com/github/capsule-lab/capsule-lab/blob/main/chapters/01_capsules.ipynb\n"
+        "Script: https://github.com/capsule-lab/capsule-lab/blob/main/scripts/rem_longer_run.py\n"
         "Other project: https://github.com/pytorch/captum\n", encoding="utf8")
     return tmp_path
 
@@ -64,11 +65,13 @@ def test_sync_writes_a_forks_url_everywhere_and_nothing_else(tmp_path: Path, cap
     readme = (root / "README.md").read_text(encoding="utf8")
     assert 'git+https://github.com/someone/capsule-fork"' in readme
     assert "colab.research.google.com/github/someone/capsule-fork/blob/dev/chapters/01_capsules.ipynb" in readme
+    assert "https://github.com/someone/capsule-fork/blob/dev/scripts/rem_longer_run.py" in readme
     assert "https://github.com/pytorch/captum" in readme
-    before = (ROOT / "chapters" / "02_dynamic_routing.ipynb").read_text(encoding="utf8")
-    after = (root / "chapters" / "02_dynamic_routing.ipynb").read_text(encoding="utf8")
+    before = (ROOT / "chapters" / "05_rem.ipynb").read_text(encoding="utf8")
+    after = (root / "chapters" / "05_rem.ipynb").read_text(encoding="utf8")
     expected = (before.replace("git+https://github.com/capsule-lab/capsule-lab", "git+https://github.com/someone/capsule-fork")
-                .replace("github/capsule-lab/capsule-lab/blob/main/", "github/someone/capsule-fork/blob/dev/"))
+                .replace("github/capsule-lab/capsule-lab/blob/main/", "github/someone/capsule-fork/blob/dev/")
+                .replace("github.com/capsule-lab/capsule-lab/blob/main/", "github.com/someone/capsule-fork/blob/dev/"))
     assert after == expected, "the sync changed something other than the URL"
     json.loads(after)
 
@@ -143,3 +146,20 @@ def test_config_repository_is_the_one_the_script_reads():
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf8"))
     repo = sync.read_repository(ROOT / "_config.yml")
     assert repo.url == config["repository"]["url"].rstrip("/")
+
+
+def test_chapters_link_the_repository_files_a_pip_install_lacks():
+    """A student on Colab has the package, not the repository: a chapter that names a file under scripts/ or
+    tests/ links it, in the same cell, to the repository set in _config.yml, and the file exists."""
+    repo = sync.read_repository(ROOT / "_config.yml")
+    named = 0
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf8"))["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            text = "".join(cell["source"])
+            for file in set(re.findall(r"\b((?:scripts|tests)/[\w./]+\.py)\b", text)):
+                named += 1
+                assert f"]({repo.file_prefix()}{file})" in text, (path.name, file)
+                assert (ROOT / file).is_file(), (path.name, file)
+    assert named >= 7

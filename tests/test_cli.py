@@ -162,8 +162,8 @@ def test_grade_a_folder_right_wrong_and_endless(tmp_path, capsys):
     with open(out / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     tasks = ("01.squash", "01.margin_loss", "01.primary_capsules", "01.equal_length", "01.steps_to_long")
-    keys = ("chapter", "graded", "score", "max_score", *tasks, "task_timeouts", "task_errors", "cell_timeouts",
-            "cell_errors", "grading_error")
+    keys = ("chapter", "graded", "score", "max_score", *tasks, "task_timeouts", "task_errors", "task_limits",
+            "cell_timeouts", "cell_errors", "cell_limits", "grading_error")
     expected = [  # (score, points per task, task timeouts, cell timeouts)
         ("5", ("1", "1", "1", "1", "1"), "0", "0"),     # ada: the solutions
         ("4", ("1", "0", "1", "1", "1"), "0", "0"),     # bob: the margin loss averaged over the classes
@@ -171,8 +171,8 @@ def test_grade_a_folder_right_wrong_and_endless(tmp_path, capsys):
     ]
     assert [{k: r[k] for k in keys} for r in rows] == [
         {"chapter": "01", "graded": "yes", "score": score, "max_score": "5", **dict(zip(tasks, points)),
-         "task_timeouts": task_timeouts, "task_errors": "0", "cell_timeouts": cell_timeouts, "cell_errors": "0",
-         "grading_error": ""} for score, points, task_timeouts, cell_timeouts in expected]
+         "task_timeouts": task_timeouts, "task_errors": "0", "task_limits": "0", "cell_timeouts": cell_timeouts,
+         "cell_errors": "0", "cell_limits": "0", "grading_error": ""} for score, points, task_timeouts, cell_timeouts in expected]
     assert [Path(r["notebook"]).name for r in rows] == ["ada.ipynb", "bob.ipynb", "cy.ipynb"]
     cy = json.loads((out / "cy.json").read_text())
     assert cy["tasks"]["01.squash"]["status"] == "timeout" and "did not finish within 5 s" in cy["tasks"]["01.squash"]["message"]

@@ -74,6 +74,7 @@ def test_time_median_is_the_median():
         cost.time_median(fn, repeats=0)
 
 
+@pytest.mark.slow
 def test_bench_routing_report_on_a_tiny_shape(monkeypatch, capsys):
     monkeypatch.setitem(cost.ROUTING_SHAPES, "tiny", (4, 6, 2, 3, 4, 2))
     assert main(["bench", "routing", "--device", "cpu", "--repeats", "2", "--shapes", "tiny"]) == 0
@@ -171,6 +172,7 @@ def _allocate(megabytes, device="cpu"):
     return lambda: torch.ones(megabytes * 250_000, device=device).sum()
 
 
+@pytest.mark.slow
 def test_peak_memory_sees_what_a_step_allocates():
     small, large = (cost.peak_memory(_allocate, (mb,)) / 1e6 for mb in (8, 64))
     assert 7 < small < 16 and 60 < large < 80 and large - small == pytest.approx(56, abs=6)

@@ -88,10 +88,14 @@ def test_offline_mnist_split_is_fixed(offline_mnist):
 
 
 def test_missing_offline_mnist_says_how_to_get_it(tmp_path):
-    with pytest.raises(DataSourceError, match="capsule-lab data"):
+    with pytest.raises(DataSourceError, match="capsule-lab data") as err:
         load_mnist(source="offline", root=tmp_path)
+    assert "`!capsule-lab data` in a notebook cell" in str(err.value)       # what a Colab student types
+    with pytest.raises(DataSourceError, match="`!capsule-lab data` in a notebook cell"):
+        load_mnist(source="torchvision", root=tmp_path, download=False)
 
 
+@pytest.mark.slow
 @needs_npm
 @pytest.mark.parametrize("source", ["offline", "auto"])
 def test_offline_digits_load_without_torchvision(tmp_path, source):
@@ -177,7 +181,7 @@ def test_missing_fashion_mnist_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setattr(install_debian_fashion_mnist, "__defaults__", (missing,))
     with pytest.raises(DataSourceError, match="apt-get install dataset-fashion-mnist") as err:
         load_fashion_mnist(source="offline", root=tmp_path / "root")
-    assert "capsule-lab data" in str(err.value)
+    assert "capsule-lab data" in str(err.value) and "`!capsule-lab data` in a notebook cell" in str(err.value)
 
 
 def test_install_debian_fashion_mnist_gunzips(tmp_path):

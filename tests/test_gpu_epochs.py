@@ -88,18 +88,6 @@ def test_the_routing_table_is_the_shipped_bench():
     assert f"{bench['matmul_gflops']:,} GFLOP/s" in SETUP
 
 
-def test_chapter_images_puts_the_images_on_the_chapters_canvas():
-    gpu_epochs = _script()
-    images = torch.rand(3, 1, 28, 28)
-    data = TensorDataset(images, torch.arange(3))
-    assert gpu_epochs.chapter_images(data, (1, 28, 28)) is data
-    wide = gpu_epochs.chapter_images(data, (1, 40, 40)).tensors[0]
-    assert wide.shape == (3, 1, 40, 40)
-    assert torch.allclose(wide.sum(dim=(1, 2, 3)), images.sum(dim=(1, 2, 3)))     # every pixel placed, none lost
-    with pytest.raises(ValueError, match="no images of shape"):
-        gpu_epochs.chapter_images(data, (3, 28, 28))
-
-
 def test_the_script_times_a_chapter_on_a_cpu(tmp_path):
     gpu_epochs = _script()
     out = tmp_path / "epochs.json"
@@ -112,3 +100,26 @@ def test_the_script_times_a_chapter_on_a_cpu(tmp_path):
     epoch = capsnet["epoch"]                                                   # seconds rounded to 0.1
     assert abs(epoch["seconds_per_60000"] - epoch["seconds"] * 60000 / 64) <= 0.05 * 60000 / 64 + 0.05
     assert capsnet["epoch_s_from_steps"] == pytest.approx(capsnet["step_ms"] * 469 / 1e3, abs=0.05 + 0.005 * 0.469)
+
+
+def test_the_one_epoch_table_is_the_shipped_report():
+    report = json.loads((RESULTS / "epoch_timing_h200.json").read_text())
+    assert report["provenance"]["device"] == "NVIDIA H200" and report["provenance"]["profile"] == "full"
+    assert report["failed"] == [] and set(report["chapters"]) == {"02", "03", "04", "05", "06", "07", "08"}
+    expected = []
+    for chapter, e in report["chapters"].items():
+        assert e["error"] == "" and e["train_images"] == 60000 and e["test_images"] == 10000, chapter
+        assert e["data"].startswith("fashion (torchvision) in place of mnist"), chapter   # what the page says
+        assert abs(e["seconds_per_60000"] - e["epoch_s"]) < 0.01, chapter                 # a whole epoch
+        expected.append([f"{chapter}: {e['model']}", e["parameters"], e["batch_size"], e["epoch_s"], e["step_ms"],
+                         e["peak_memory_gb"], e["train_accuracy"], e["test_accuracy"]])
+    rows = _table("| Chapter: network | Parameters |")
+    shown = [[row[0], int(row[1].replace(",", "")), int(row[2]), *map(_number, row[3:])] for row in rows]
+    assert shown == expected
+    # the sentence under it: this run's epochs against the first table's measured ones, same network
+    first = json.loads((RESULTS / "gpu_epochs_h200.json").read_text())["chapters"]
+    ratios = [e["epoch_s"] / first[c]["networks"][e["model"]]["epoch"]["seconds"]
+              for c, e in report["chapters"].items() if "epoch" in first[c]["networks"].get(e["model"], {})]
+    assert len(ratios) == 6
+    assert f"took {min(ratios):.2f} to {max(ratios):.2f} times as long" in SETUP
+    assert max(ratios) < 2                                                 # "to within a factor of two"

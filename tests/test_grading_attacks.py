@@ -275,7 +275,9 @@ def test_the_evaluation_process_cannot_start_processes_or_call_c(tmp_path):
 
     result = score_functions("04", ESCAPES, tmp_path, tasks_for_chapter("04"), task_timeout=30)
     tasks = result["tasks"]
-    assert tasks["04.dyr"]["status"] == "error" and "start processes" in tasks["04.dyr"]["message"]
+    # (looking for the primitive through gc is refused first since deny by default, issue 30)
+    assert tasks["04.dyr"]["status"] == "error" and any(
+        reason in tasks["04.dyr"]["message"] for reason in ("start processes", "use gc.get_"))
     assert tasks["04.dead_capsules"]["status"] == "error" and "ctypes" in tasks["04.dead_capsules"]["message"]
     assert tasks["04.active_rate"]["status"] == "passed" and tasks["04.active_rate"]["points"] == 1
 

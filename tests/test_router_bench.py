@@ -107,6 +107,7 @@ def test_a_record_measures_what_it_says(tiny_data):
     assert set(rb.RECORD_FIELDS) <= set(record)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.system() != "Linux", reason="the CPU measure reads /proc")
 def test_peak_memory_grows_with_the_batch_as_activations_do(tiny_data):
     """The LSTM router keeps a state per (image, input, output) for the backward pass, so a training step's peak

@@ -24,7 +24,7 @@ from capsule_lab.router_bench import build_network
 from capsule_lab.routing import RouterSpec
 from capsule_lab.smoke import STUDIES, SmokeResult, format_result, smoke, smoke_chapter
 
-pytestmark = pytest.mark.xdist_group("smoke")
+pytestmark = [pytest.mark.xdist_group("smoke"), pytest.mark.slow]      # every network at paper size: ~35 s
 
 CH03, CH04, CH05, CH06, CH07, CH08 = (chapter_settings(ch, "full") for ch in ("03", "04", "05", "06", "07", "08"))
 

@@ -10,7 +10,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 
+
+@pytest.mark.slow
 def test_a_group_runs_on_one_worker(tmp_path):
     (tmp_path / "test_grouped.py").write_text(textwrap.dedent("""
         import os

@@ -21,10 +21,13 @@ takes the chapter's tasks from the registry and computes their inputs and refere
 process before any student code runs; executes a copy of the notebook in a fresh kernel for its outputs
 and errors (per-cell time limit); kills whatever the kernel left running; then scores the student's
 functions in a child process it starts and kills (per-task time limit), which returns plain tensors that
-the grader compares with its own answers. While the student's function runs, the package functions that
-are the task's answer refuse to run. Nothing the student's code prints, writes or patches decides a
+the grader compares with its own answers. While the student's function runs, nothing of the package runs
+when the student's code calls it but what the task allows (deny by default, :mod:`.lock`): its answer, and
+every second route to it through another module, refuse to run. Nothing the student's code prints, writes or patches decides a
 score; the ``check`` calls in the notebook are feedback only. :func:`grade` does that for many notebooks
-and writes a JSON report per notebook and ``grades.csv``. Grading is not a sandbox: the student's code
+and writes a JSON report per notebook and ``grades.csv``; :func:`grade_batch` grades a class in parallel
+(``--jobs N``), resumes an interrupted batch and grades one shard of it (``--shard K/N``), and
+:func:`merge_reports` joins the shards (``capsule-lab grade-merge``). Grading is not a sandbox: the student's code
 runs with the grader's rights (see the instructors' guide).
 
 The package, one idea per module:
@@ -34,11 +37,14 @@ The package, one idea per module:
 - ``tasks_01``, ``tasks_02``, …: each chapter's tasks (references, cases, wrong answers, hints),
   registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
 - :mod:`.checking`: running a function on a task's cases and judging it, :func:`check`, :class:`CheckResult`;
-- :mod:`.lock`: the task's answers refuse to run while the student's function does;
+- :mod:`.lock`: deny by default: while the student's function runs, nothing of the package runs for it
+  but what its task allows;
 - :mod:`.kernel`: running a notebook in a kernel for its outputs, errors and timeouts (nbclient);
 - :mod:`.evaluation` and :mod:`.child`: scoring the student's functions in a child process the grader owns;
 - :mod:`.processes`: starting and killing the processes student code runs in, and all they start;
 - :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade`, the reports;
+- :mod:`.batch`: grading a class: worker processes, reports written as they come and resumed by content
+  hash, shards and their merge, ``grades.csv`` rebuilt from the reports;
 - :mod:`.assign`: the student notebooks in ``exercises/`` generated from ``solutions/`` (``capsule-lab assign``).
 """
 
@@ -49,13 +55,14 @@ from .checking import ATOL, NOT_IMPLEMENTED, RTOL  # noqa: F401 - module constan
 from .checking import CheckResult, check
 from .evaluation import STATUSES
 from .lock import AnswerRefused
+from .batch import grade_batch, merge_reports
 from .notebooks import chapter_of_notebook, grade, grade_notebook
 from .tasks import TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter
 
 __all__ = [
     "Case", "WrongAnswer", "Task", "TASKS", "CheckResult", "AnswerRefused", "STATUSES",
     "task_ids", "get_task", "tasks_for_chapter", "chapter_of_notebook", "check",
-    "grade_notebook", "grade",
+    "grade_notebook", "grade", "grade_batch", "merge_reports",
 ]
 
 

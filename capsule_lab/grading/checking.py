@@ -9,7 +9,8 @@ Used by every chapter's exercise notebook (chapters 01–07)::
 :class:`~capsule_lab.grading.tasks.Case` list, float32 and float64) and compares the values and, where the
 task is differentiable, the gradients of a fixed random projection of the outputs (so that a stray
 ``detach`` is caught too). When an answer is wrong and matches a known mistake, the hint names the mistake.
-While the student's function runs, the functions that are the task's answer refuse to run (:mod:`.lock`).
+While the student's function runs, the functions that are the task's answer refuse to run, and so does every
+other function of the package the task does not allow (deny by default, :mod:`.lock`).
 
 :func:`check` is feedback, not the grade: it runs in the student's own kernel, where the student's code
 can change anything. The grader (:mod:`.evaluation`) uses the same three steps apart: :func:`expected`
@@ -28,7 +29,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .lock import AnswerRefused, refused
+from .lock import AnswerRefused, call_student, denied
 from .tasks import Case, Task, generator, get_task
 
 __all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "CheckResult", "check", "Expected", "expected", "run_student",
@@ -107,7 +108,7 @@ def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, studen
     want_grad = case.grad != "none" and weights is not None
     args = _clone_args(case, want_grad)
     try:
-        result = fn(*args, **case.kwargs)
+        result = call_student(fn, *args, **case.kwargs) if student else fn(*args, **case.kwargs)
     except NotImplementedError as err:
         raise _NotImplemented() from err
     except (Exception, SystemExit) as err:  # the student's code may raise anything (even sys.exit)
@@ -223,13 +224,14 @@ def expected(task: Task) -> list[Expected]:
 def run_student(task: Task, fn: Callable, cases: Sequence[Expected], refuse: bool = True) -> list[_Evaluation]:
     """Run the student's ``fn`` on fresh copies of the cases' inputs, in order, stopping after one that fails
     to produce tensors — unless the task gives partial credit by case group, when every case runs. With
-    ``refuse``, the task's answers raise while it runs (:mod:`.lock`).
+    ``refuse``, the task's answers raise while it runs, and so does every other package function it calls
+    that the task does not allow (:func:`.lock.denied`; the grader's child has them refused for good).
 
     Raises ``_NotImplemented`` when the function is a stub (raises NotImplementedError, returns ``...``).
     """
     results = []
     every_case = len(task.groups()) > 1
-    with (refused(task.refused) if refuse else contextlib.nullcontext()):
+    with (denied(task) if refuse else contextlib.nullcontext()):
         for e in cases:
             got = _evaluate(task, fn, e.case, e.weights, student=True)
             results.append(got)

@@ -7,15 +7,21 @@ student's functions into *values* (plain tensors), which the grader compares wit
 computed itself. In order, it
 
 1. reads the grader's request (``WORKDIR/request.pt``: the notebook's code cells, the tasks, their inputs);
-2. refuses the chapter's answers for good (:func:`~capsule_lab.grading.lock.refuse_for_good`) and installs
-   an audit hook (:func:`sys.addaudithook`, which cannot be removed) that refuses to re-read those
-   modules' source (``importlib.reload``, ``exec`` of the file), to start processes (where the reference
-   would run unrefused) and to call C functions through ctypes;
+2. imports the whole package, refuses the chapter's answers for good and gates every other package
+   function (:func:`~capsule_lab.grading.lock.deny_for_good`: deny by default — while the notebook's
+   definitions load, only what one of the chapter's tasks allows and ``capsule_lab.profiles.setup``, the
+   setup cell's, may be called from the student's code; while a task runs, only what that task allows), and
+   installs an audit hook (:func:`sys.addaudithook`, which cannot be removed) that refuses to re-read any of
+   the package's files (source or bytecode: ``importlib.reload``, ``exec`` of the file, ``marshal`` of the
+   ``.pyc``), to look at every object or referrer through ``gc``, to set a profile or trace function (either
+   would hand out the gates' frames), to start processes (where the reference would run unrefused) and to call
+   C functions through ctypes;
 3. runs the notebook's *definitions*, cell by cell (:func:`definitions`): its imports, function and class
    definitions and top-level assignments — not its expression statements (``check(...)``, prints), loops,
    ``if``/``with``/``try`` blocks or IPython magics — each statement with a time limit, errors noted and
    skipped, as a kernel would go on after a failing cell;
-4. for each task, looks up the function the exercise asks for by its name and runs it on every case
+4. for each task, switches the allow-list to the task's (:func:`~capsule_lab.grading.lock.allow_task`), looks
+   up the function the exercise asks for by its name and runs it on every case
    (:func:`~capsule_lab.grading.checking.run_student`), writing ``WORKDIR/result-K.pt`` (``torch.save`` of
    plain data) before the next task.
 
@@ -76,11 +82,20 @@ _SPAWNING = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.s
              "pty.spawn")
 _FOREIGN = ("ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata")
 _UNIMPORTABLE = ("_posixsubprocess", "_ctypes", "ctypes")
+_INTROSPECTION = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.setprofile", "sys.settrace")
+
+#: What the notebook's top-level code may call while its definitions load, besides what its tasks allow: the
+#: setup cell (CONTRIBUTING.md, "Notebooks").
+LOADING_ALLOWED = ("capsule_lab.profiles.setup",)
+
+#: The key of the loading phase's allow-list: what a refusal while the definitions load names.
+_LOADING = "this notebook's definitions (loaded before its tasks)"
 
 
 def _audit_hook(forbidden: frozenset):
-    """From now on: refuse to open the answers' modules again, to start processes, to call C functions
-    through ctypes and to import the modules that would do either without an audit event."""
+    """From now on: refuse to open the package's files again, to look through ``gc``, to set a profile or
+    trace function, to start processes, to call C functions through ctypes and to import the modules that
+    would do either without an audit event."""
 
     def hook(event, args):
         if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
@@ -94,6 +109,8 @@ def _audit_hook(forbidden: frozenset):
             raise PermissionError("the grader does not let your functions start processes")
         elif event.startswith(_FOREIGN):
             raise PermissionError("the grader does not let your functions call C code through ctypes")
+        elif event.startswith(_INTROSPECTION):
+            raise PermissionError(f"the grader does not let your functions use {event} while they are graded")
 
     return hook
 
@@ -101,7 +118,7 @@ def _audit_hook(forbidden: frozenset):
 def _disarm_spawning() -> None:
     """Drop every reference to the process-starting primitive that raises no audit event
     (``_posixsubprocess.fork_exec``): in ``subprocess``, ``sys.modules`` and the interpreter's copy of
-    the module's dict, so that not even :mod:`gc` can find it afterwards."""
+    the module's dict, so that not even ``gc`` can find it afterwards."""
     import gc
     import subprocess
 
@@ -121,12 +138,15 @@ def _disarm_spawning() -> None:
     gc.collect()
 
 
-def _forbidden_files(functions) -> frozenset:
+def _forbidden_files(functions, modules=()) -> frozenset:
+    """The source files of ``functions`` and of ``modules`` (the whole package), and their cached bytecode."""
     import importlib.util
 
+    sources = {fn.__code__.co_filename for fn in functions}
+    sources |= {m.__file__ for m in modules if getattr(m, "__file__", None)}
     files = set()
-    for fn in functions:
-        src = os.path.realpath(fn.__code__.co_filename)
+    for source in sources:
+        src = os.path.realpath(source)
         files.add(src)
         try:
             files.add(os.path.realpath(importlib.util.cache_from_source(src)))
@@ -141,16 +161,19 @@ def main(workdir: str) -> int:
 
     from . import TASKS  # the registry, all chapters
     from .checking import _NotImplemented, run_student, to_record
-    from .lock import refuse_for_good
+    from .lock import allow_task, deny_for_good, package_modules
 
     from .checking import Expected
     from .tasks import Case
 
     request = torch.load(os.path.join(workdir, "request.pt"), weights_only=True)
     tasks = [TASKS[t["id"]] for t in request["tasks"]]
-    answers = [fn for task in TASKS.values() if task.chapter == request["chapter"] for fn in task.refused]
-    forbidden = _forbidden_files(answers)
-    refuse_for_good(answers)
+    chapter = [task for task in TASKS.values() if task.chapter == request["chapter"]]
+    answers = [fn for task in chapter for fn in task.refused]
+    forbidden = _forbidden_files(answers, package_modules())   # imports the whole package, before the hooks
+    allow_lists = {f"task {task.id}": task.allowed for task in chapter}
+    allow_lists[_LOADING] = tuple(dict.fromkeys([*LOADING_ALLOWED, *(n for t in chapter for n in t.allowed)]))
+    deny_for_good(answers, allow_lists, _LOADING)
     _disarm_spawning()
     sys.addaudithook(_audit_hook(forbidden))
     progress = os.path.join(workdir, "progress")
@@ -186,6 +209,7 @@ def main(workdir: str) -> int:
         if k < request["start"]:
             continue
         _write(progress, f"task {k}".encode())
+        allow_task(f"task {task.id}")
         fn = namespace.get(task.function)
         if not callable(fn):
             result = {"found": False}
@@ -193,7 +217,7 @@ def main(workdir: str) -> int:
             try:
                 cases = [Expected(Case(c["name"], tuple(c["args"]), dict(c["kwargs"]), c["grad"]), c["weights"], None)
                          for c in spec["cases"]]
-                got = run_student(task, fn, cases, refuse=False)  # the answers are refused for good above
+                got = run_student(task, fn, cases, refuse=False)  # refused for good above, allowed per task
                 result = {"found": True, "not_implemented": False, "cases": [to_record(g) for g in got]}
             except _NotImplemented:
                 result = {"found": True, "not_implemented": True, "cases": []}

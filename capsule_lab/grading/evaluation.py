@@ -6,13 +6,17 @@ The grade of a task comes from here, never from what ran in the student's kernel
    own process, before any student code runs (and keeps them for the rest of the process);
 2. :func:`score_functions`: it starts :mod:`capsule_lab.grading.child` in a new session with the notebook's code
    cells and each task's *inputs* (never the answers), gives each task ``task_timeout`` seconds and kills
-   the child's whole session when one runs over (then starts a new child for the remaining tasks);
+   the child's whole session when one runs over (then starts a new child for the remaining tasks); the
+   child runs under a memory and a CPU-time limit (:func:`~capsule_lab.grading.processes.limited`), and a
+   task that runs out of either gets its own status, the remaining tasks again going to a new child;
 3. the child sends back plain tensors (``torch.save``; read here with ``torch.load(weights_only=True)``
    and checked field by field), and the grader compares them with its own answers
    (:func:`~capsule_lab.grading.checking.verdict`).
 
 A task scores its points with status ``passed``; otherwise ``wrong``, ``error``, ``timeout``, ``not found``
-(no function of the expected name) or ``refused`` (the function called the package's answer). With
+(no function of the expected name), ``refused`` (the function called the package's answer), ``memory
+limit`` (an allocation failed at the child's memory limit) or ``cpu limit`` (the child used up its
+CPU time: SIGXCPU, or SIGKILL at the hard limit, with the time used at the limit). With
 ``wrong`` or ``error``, a task whose cases form several groups earns the share of each group whose cases
 all pass (:func:`~capsule_lab.grading.checking.credit`); the other statuses earn nothing.
 """
@@ -31,13 +35,14 @@ from typing import Sequence
 import torch
 
 from .checking import NOT_IMPLEMENTED, Expected, credit, earned_points, expected, from_record, verdict
-from .processes import kill_session, start_in_new_session
+from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
+                        limited, start_in_new_session, usage)
 from .tasks import Task
 
 __all__ = ["STATUSES", "prepare", "score_functions"]
 
 #: Every status a graded task can have; only ``passed`` earns points.
-STATUSES = ("passed", "wrong", "error", "timeout", "not found", "refused")
+STATUSES = ("passed", "wrong", "error", "timeout", "not found", "refused", "memory limit", "cpu limit")
 
 _EXPECTED: dict[str, list[Expected]] = {}
 _DIGEST: list[str] = []           # the package's source as the grader first saw it (before student code)
@@ -45,6 +50,7 @@ _STARTUP_TIMEOUT = 120.0          # seconds for the child to import torch and th
 _MAX_RESULT_BYTES = 64 * 2 ** 20  # a result file larger than this is not read
 _MAX_LOAD_RESTARTS = 3
 _POLL = 0.02
+_TIGHT_MEMORY_MB = 2048           # below this, a child that does not start may lack the memory to import torch
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -91,8 +97,25 @@ def _outcome(task: Task, status: str, problem: str | None = None, hint: str | No
             "passed": passed, "message": message, "hint": hint}
 
 
-def _judge(task: Task, path: Path) -> dict:
-    """The outcome of one task from the child's result file (untrusted: any defect is an ``error``)."""
+def _memory_outcome(task: Task, memory_limit_mb: float) -> dict:
+    return _outcome(task, "memory limit",
+                    f"`{task.function}` ran out of memory: the evaluation process may use {memory_limit_mb:g} MB "
+                    "(an instructor raises the limit with `capsule-lab grade --memory-limit MB`)",
+                    "your function allocates far more than the task needs: look for a list or tensor that grows "
+                    "in a loop, or a tensor far larger than the inputs")
+
+
+def _cpu_outcome(task: Task, cpu_limit_s: float, where: str) -> dict:
+    return _outcome(task, "cpu limit",
+                    f"{where} used up the evaluation process's CPU-time limit of {cpu_limit_s:g} CPU-seconds "
+                    "(an instructor raises it with `capsule-lab grade --cpu-limit S`)",
+                    "your function computes far longer than the task needs: look for a loop that never ends or "
+                    "repeats the whole computation")
+
+
+def _judge(task: Task, path: Path, memory_limit_mb: float = 0) -> dict:
+    """The outcome of one task from the child's result file (untrusted: any defect is an ``error``); with a
+    memory limit, a case that failed to allocate makes it ``memory limit``."""
     try:
         if path.stat().st_size > _MAX_RESULT_BYTES:
             raise ValueError("the result is too large")
@@ -104,6 +127,8 @@ def _judge(task: Task, path: Path) -> dict:
         if result.get("not_implemented") is True:
             return _outcome(task, "error", NOT_IMPLEMENTED)
         if isinstance(result.get("failure"), str):
+            if memory_limit_mb and is_memory_error(result["failure"]):
+                return _memory_outcome(task, memory_limit_mb)
             return _outcome(task, "error", f"your function's result could not be read: {result['failure']}")
         cases = result.get("cases")
         if not isinstance(cases, list) or not cases or len(cases) > len(_EXPECTED[task.id]):
@@ -111,6 +136,8 @@ def _judge(task: Task, path: Path) -> dict:
         got = [from_record(c, task) for c in cases]
     except Exception as err:  # noqa: BLE001 - whatever the child wrote, it earns nothing
         return _outcome(task, "error", f"the evaluation returned no usable result ({type(err).__name__}: {err})")
+    if memory_limit_mb and any(g.error and is_memory_error(g.error) for g in got):
+        return _memory_outcome(task, memory_limit_mb)
     status, problem, hint = verdict(task, _EXPECTED[task.id], got)
     fraction, failed = credit(task, _EXPECTED[task.id], got)
     return _outcome(task, status, problem, hint, fraction, failed)
@@ -125,17 +152,39 @@ def _progress(workdir: Path, prefix: str) -> int | None:
     return int(number) if word == prefix and number.isdigit() else None
 
 
+def _limit_hit(proc, seen: tuple | None, memory_limit_mb: float, cpu_limit_s: float) -> str | None:
+    """Which limit ended the (exited) child, if one did: ``"cpu"`` for SIGXCPU, or SIGKILL once the CPU
+    time last seen reached the limit; ``"memory"`` for a death by signal or error status with the data size
+    last seen within 10% of the limit (an allocation the child could not even report)."""
+    import signal
+
+    code = proc.returncode
+    if cpu_limit_s and (code == -signal.SIGXCPU or (code == -signal.SIGKILL and seen and seen[0] >= cpu_limit_s - 1)):
+        return "cpu"
+    if memory_limit_mb and code != 0 and seen and seen[1] is not None and seen[1] >= 0.9 * memory_limit_mb:
+        return "memory"
+    return None
+
+
 def score_functions(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task],
-                    task_timeout: float = 60.0, env: dict | None = None) -> dict:
+                    task_timeout: float = 60.0, env: dict | None = None,
+                    memory_limit_mb: float | None = None, cpu_limit_s: float | None = None) -> dict:
     """Score ``tasks`` on the functions the notebook's code cells define (see the module docstring).
 
     ``sources``: the notebook's cells' sources, ``None`` for non-code cells; ``folder``: the notebook's
-    folder (the child's working directory). Returns ``{"tasks": {id: outcome}, "definition_errors": [...],
+    folder (the child's working directory). Each child may use ``memory_limit_mb`` MB of data (None:
+    :data:`~capsule_lab.grading.processes.DEFAULT_MEMORY_LIMIT_MB`) and ``cpu_limit_s`` CPU-seconds (None:
+    :func:`~capsule_lab.grading.processes.default_cpu_limit` of ``task_timeout``); 0: no such limit
+    (:func:`~capsule_lab.grading.processes.limited`).
+    Returns ``{"tasks": {id: outcome}, "definition_errors": [...],
     "grading_error": None or why the evaluation itself failed, "evaluations": number of child processes}``;
     each outcome is ``{points, max_points, status, passed, message, hint}``.
     """
     if not isinstance(task_timeout, (int, float)) or task_timeout <= 0:
         raise ValueError(f"task_timeout must be a positive number of seconds, got {task_timeout!r}")
+    check_limits(memory_limit_mb, cpu_limit_s)
+    memory_limit_mb = float(DEFAULT_MEMORY_LIMIT_MB if memory_limit_mb is None else memory_limit_mb)
+    cpu_limit_s = float(default_cpu_limit(task_timeout) if cpu_limit_s is None else cpu_limit_s)
     prepare(tasks)
     folder = Path(folder).resolve()
     env = dict(os.environ if env is None else env)
@@ -154,14 +203,18 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
         torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip), workdir / "request.pt")
         bootstrap = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
                      "from capsule_lab.grading.child import run; run(sys.argv[1])")
-        proc = start_in_new_session([sys.executable, "-I", "-c", bootstrap, str(workdir)], cwd=str(folder),
-                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        proc = start_in_new_session(limited([sys.executable, "-I", "-c", bootstrap, str(workdir)],
+                                            memory_limit_mb, cpu_limit_s),
+                                    cwd=str(folder), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
         runs += 1
-        phase, k = "starting", start
+        phase, k, seen = "starting", start, None
         deadline = time.monotonic() + _STARTUP_TIMEOUT
         try:
             while True:
+                now_used = usage(proc.pid)  # read before poll() reaps the child: its CPU time is still there
+                if now_used is not None:
+                    seen = (now_used[0], seen[1] if now_used[1] is None and seen else now_used[1])
                 exited = proc.poll() is not None
                 now = time.monotonic()
                 if phase == "starting" and (workdir / "ready").exists():
@@ -176,7 +229,7 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
                     phase, deadline = "tasks", now + task_timeout
                 if phase == "tasks":
                     while k < len(tasks) and (workdir / f"result-{k}.pt").exists():
-                        outcomes[tasks[k].id] = _judge(tasks[k], workdir / f"result-{k}.pt")
+                        outcomes[tasks[k].id] = _judge(tasks[k], workdir / f"result-{k}.pt", memory_limit_mb)
                         k, deadline = k + 1, now + task_timeout
                     if k >= len(tasks):
                         start = k
@@ -188,23 +241,39 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
                 # the child exited early, or ran out of time: decide, then (maybe) start another one
                 how = (f"did not finish within {task_timeout:g} s" if overtime
                        else f"ended the evaluation process (exit status {proc.returncode})")
+                hit = None if overtime else _limit_hit(proc, seen, memory_limit_mb, cpu_limit_s)
                 if phase == "starting":
                     grading_error = ("the evaluation process did not start "
                                      + ("in time" if overtime else f"(exit status {proc.returncode})"))
+                    if not overtime and (hit or 0 < memory_limit_mb < _TIGHT_MEMORY_MB):
+                        grading_error += (f"; its limits ({memory_limit_mb:g} MB, {cpu_limit_s:g} CPU-seconds) may be "
+                                          "too small for importing torch (about 1 GB): raise them with "
+                                          "--memory-limit / --cpu-limit")
                 elif phase == "loading":
                     load_failures += 1
                     n = _progress(workdir, "loading")
                     if n is None or n in skip or load_failures > _MAX_LOAD_RESTARTS:
                         for task in tasks[start:]:
-                            outcomes[task.id] = _outcome(
-                                task, "timeout" if overtime else "error",
-                                f"the notebook's definitions did not finish loading ({how})")
+                            if hit == "cpu":
+                                outcomes[task.id] = _cpu_outcome(task, cpu_limit_s,
+                                                                 "loading the notebook's definitions")
+                            elif hit == "memory":
+                                outcomes[task.id] = _memory_outcome(task, memory_limit_mb)
+                            else:
+                                outcomes[task.id] = _outcome(
+                                    task, "timeout" if overtime else "error",
+                                    f"the notebook's definitions did not finish loading ({how})")
                         start = len(tasks)
                     else:
                         skip.append(n)
                 else:
-                    outcomes[tasks[k].id] = _outcome(tasks[k], "timeout" if overtime else "error",
-                                                     f"`{tasks[k].function}` {how}")
+                    if hit == "cpu":
+                        outcomes[tasks[k].id] = _cpu_outcome(tasks[k], cpu_limit_s, f"`{tasks[k].function}`")
+                    elif hit == "memory":
+                        outcomes[tasks[k].id] = _memory_outcome(tasks[k], memory_limit_mb)
+                    else:
+                        outcomes[tasks[k].id] = _outcome(tasks[k], "timeout" if overtime else "error",
+                                                         f"`{tasks[k].function}` {how}")
                     start = k + 1
                 break
         finally:

@@ -10,16 +10,19 @@
 3. the student's functions are scored in a child process the grader starts and kills, on the grader's
    inputs, against the grader's answers (:mod:`.evaluation`).
 
+The kernel and the child each run under a memory and a CPU-time limit
+(:func:`~capsule_lab.grading.processes.limited`), so one notebook cannot exhaust the grading machine.
+
 The ``check(...)`` calls in the notebook are feedback for the student and count for nothing here: deleting
 them changes no score, and nothing the student's code prints, writes or patches is read. :func:`grade`
 does that for many notebooks and writes a JSON report per notebook and ``grades.csv``
-(``capsule-lab grade NOTEBOOK... --out reports``). Grading is not a sandbox: the student's code runs with
-the grader's rights (see the instructors' guide).
+(``capsule-lab grade NOTEBOOK... --out reports``), through :mod:`.batch` (parallel workers, resuming,
+shards). Grading is not a sandbox: the student's code runs with the grader's rights (see the instructors'
+guide).
 """
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import time
@@ -29,7 +32,7 @@ from typing import Sequence
 from .evaluation import prepare
 from .evaluation import score_functions
 from .kernel import run_notebook
-from .processes import Reaper
+from .processes import DEFAULT_MEMORY_LIMIT_MB, Reaper, check_limits, default_cpu_limit
 from .tasks import TASKS, tasks_for_chapter
 
 __all__ = ["chapter_of_notebook", "grade_notebook", "grade", "CSV_NAME"]
@@ -73,30 +76,39 @@ def _empty_report(path, chapter, timeout, task_timeout, error: str) -> dict:
     return {"notebook": str(path), "chapter": chapter, "graded": False, "grading_error": error, "score": 0,
             "max_score": sum(t.points for t in tasks_for_chapter(chapter)) if chapter else 0, "tasks": {},
             "definition_errors": [], "cell_errors": [], "timed_out": False, "timeout_cell": None,
-            "timeout_cells": [], "kernel_restarts": [], "kernel_died": False, "aborted": None,
-            "timeout": timeout, "task_timeout": task_timeout, "duration_s": 0.0}
+            "timeout_cells": [], "limit_cells": [], "kernel_restarts": [], "kernel_died": False, "aborted": None,
+            "timeout": timeout, "task_timeout": task_timeout, "memory_limit_mb": None, "cpu_limit_s": None,
+            "duration_s": 0.0}
 
 
 def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: str = "python3",
                    chapter: str | None = None, report_path: str | os.PathLike | None = None,
-                   task_timeout: float | None = None) -> dict:
+                   task_timeout: float | None = None, memory_limit_mb: float | None = None,
+                   cpu_limit_s: float | None = None) -> dict:
     """Grade one student's notebook; the file itself is never written.
 
     The notebook is read into memory; its chapter is ``chapter``, else its metadata, else its name. The
     tasks are the chapter's tasks in the registry (whatever check cells the notebook still has). The
     notebook runs in a fresh kernel (in its folder, ``CAPSULE_LAB_PROFILE=quick``) where each cell may run
     ``timeout`` seconds; the student's functions are then scored in a separate process, each task
-    within ``task_timeout`` seconds (default: ``timeout``).
+    within ``task_timeout`` seconds (default: ``timeout``). The kernel and the scoring process may each use
+    ``memory_limit_mb`` MB of data (default :data:`~capsule_lab.grading.processes.DEFAULT_MEMORY_LIMIT_MB`,
+    4096) and ``cpu_limit_s`` CPU-seconds (default: 10 × the longer of the two time limits, at least 600:
+    1,200; :func:`~capsule_lab.grading.processes.default_cpu_limit`); 0 turns a limit off. Limits need
+    POSIX (Linux, macOS).
 
     Returns (and, with ``report_path``, writes as JSON) a report::
 
         {"notebook", "chapter", "graded", "grading_error", "score", "max_score",
          "tasks": {id: {points, max_points, status, passed, message, hint}},
          "definition_errors": [{cell, statement, error}], "cell_errors": [{cell, ename, evalue}],
-         "timed_out", "timeout_cell", "timeout_cells", "kernel_restarts": [{cell, why}], "kernel_died",
-         "aborted", "timeout", "task_timeout", "duration_s"}
+         "timed_out", "timeout_cell", "timeout_cells", "limit_cells": [{cell, limit, message}],
+         "kernel_restarts": [{cell, why}], "kernel_died", "aborted", "timeout", "task_timeout",
+         "memory_limit_mb", "cpu_limit_s", "duration_s"}
 
-    ``status`` is one of ``passed wrong error timeout``, ``not found``, ``refused``. ``graded`` is False
+    ``status`` is one of ``passed wrong error timeout``, ``not found``, ``refused``, ``memory limit``,
+    ``cpu limit``; ``limit_cells`` are the kernel's cells that hit a limit (``limit``: ``"memory"``, an
+    allocation failed; ``"cpu"``, the kernel was killed and the next cell ran in a fresh one). ``graded`` is False
     (with ``grading_error``) only when grading itself failed: no kernel could start, the evaluation process
     could not start. Raises ``ValueError`` for a missing file, a bad time limit or an unknown chapter.
     Chapters 01–07 (``capsule-lab grade``).
@@ -110,6 +122,9 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     task_timeout = float(timeout if task_timeout is None else task_timeout)
+    check_limits(memory_limit_mb, cpu_limit_s)
+    memory_limit_mb = float(DEFAULT_MEMORY_LIMIT_MB if memory_limit_mb is None else memory_limit_mb)
+    cpu_limit_s = float(default_cpu_limit(timeout, task_timeout) if cpu_limit_s is None else cpu_limit_s)
     try:
         nb = nbformat.read(path, as_version=4)  # the in-memory copy that is executed
     except Exception as err:  # noqa: BLE001 - unreadable JSON, not a notebook
@@ -127,9 +142,9 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
 
     start = time.monotonic()
     with Reaper() as reaper:
-        run = run_notebook(nb, folder, timeout, kernel_name, env)
+        run = run_notebook(nb, folder, timeout, kernel_name, env, memory_limit_mb, cpu_limit_s)
         reaper.reap()  # nothing the kernel started outlives it
-        scored = score_functions(chapter, sources, folder, tasks, task_timeout, env)
+        scored = score_functions(chapter, sources, folder, tasks, task_timeout, env, memory_limit_mb, cpu_limit_s)
         reaper.reap()
     grading_error = run["kernel_error"] and f"no kernel could run the notebook: {run['kernel_error']}"
     grading_error = grading_error or scored["grading_error"]
@@ -147,11 +162,14 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
         "timed_out": bool(run["timeout_cells"]),
         "timeout_cell": run["timeout_cells"][0] if run["timeout_cells"] else None,
         "timeout_cells": run["timeout_cells"],
+        "limit_cells": run["limit_cells"],
         "kernel_restarts": run["kernel_restarts"],
         "kernel_died": run["kernel_died"],
         "aborted": run["aborted"],
         "timeout": timeout,
         "task_timeout": task_timeout,
+        "memory_limit_mb": memory_limit_mb or None,
+        "cpu_limit_s": cpu_limit_s or None,
         "duration_s": round(time.monotonic() - start, 2),
     }
     if report_path is not None:
@@ -168,69 +186,27 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def _report_names(paths: list[Path]) -> list[str]:
-    """Report file stems: the notebook's stem, prefixed by its folder when two notebooks share a stem."""
-    stems = [p.stem for p in paths]
-    names = []
-    for p in paths:
-        if stems.count(p.stem) == 1:
-            names.append(p.stem)
-        else:
-            parent = re.sub(r"[^\w.-]+", "_", p.resolve().parent.name) or "notebook"
-            names.append(f"{parent}__{p.stem}")
-    seen: dict = {}
-    unique = []
-    for n in names:
-        seen[n] = seen.get(n, 0) + 1
-        unique.append(n if seen[n] == 1 else f"{n}__{seen[n]}")
-    return unique
-
-
-def _csv_row(r: dict, columns: list[str]) -> list:
-    statuses = [t["status"] for t in r["tasks"].values()]
-    return [r["notebook"], r["chapter"] or "", "yes" if r["graded"] else "no", r["score"], r["max_score"],
-            *[r["tasks"][t]["points"] if t in r["tasks"] else "" for t in columns],
-            statuses.count("timeout"), sum(s in ("error", "refused") for s in statuses),
-            len(r["timeout_cells"]), len(r["cell_errors"]), r["grading_error"] or ""]
-
-
 def grade(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike = "reports", timeout: float = 120,
-          kernel_name: str = "python3", task_timeout: float | None = None, chapter: str | None = None) -> list[dict]:
-    """Grade several notebooks: ``<out_dir>/<notebook stem>.json`` each and ``<out_dir>/grades.csv``.
+          kernel_name: str = "python3", task_timeout: float | None = None, chapter: str | None = None, *,
+          jobs: int | None = None, shard: tuple[int, int] | None = None, force: bool = False,
+          **grading) -> list[dict]:
+    """Grade several notebooks: ``<out_dir>/<notebook stem>.json`` each and ``<out_dir>/grades.csv``; returns
+    the notebooks' reports in the order given.
 
-    ``grades.csv`` (also for one notebook) has one row per notebook: ``notebook, chapter, graded, score,
-    max_score``, one column per task (its points; empty for another chapter's task), then
-    ``task_timeouts`` and ``task_errors`` (tasks with status timeout; error or refused),
-    ``cell_timeouts`` and ``cell_errors`` (in the kernel's run) and ``grading_error``. A notebook that
+    ``grades.csv`` (also for one notebook) has one row per report in the folder, sorted by notebook path:
+    ``notebook, chapter, graded, score, max_score``, one column per task (its points; empty for another
+    chapter's task), then ``task_timeouts``, ``task_errors`` and ``task_limits`` (tasks with status timeout; error
+    or refused; memory or cpu limit), ``cell_timeouts``, ``cell_errors`` and ``cell_limits`` (in the kernel's run)
+    and ``grading_error``. A notebook that
     cannot be graded at all (unreadable, no chapter) gets a report with ``graded: false`` and its
     ``grading_error`` instead of stopping the batch. Every task's answers are computed before the first
-    notebook runs. Chapters 01–07 (``capsule-lab grade``).
+    notebook runs. Each report is written the moment its notebook is graded; a notebook already graded in
+    ``out_dir`` with the same content, grader and settings is not graded again (unless ``force``); ``jobs``
+    worker processes grade in parallel (None: this process grades); ``shard=(K, N)`` grades one slice: see
+    :func:`capsule_lab.grading.batch.grade_batch`, which gets every further keyword too. Chapters 01–07
+    (``capsule-lab grade``).
     """
-    paths = [Path(p) for p in paths]
-    if not paths:
-        raise ValueError("no notebooks to grade")
-    prepare(list(TASKS.values()))  # before any student code runs
-    out = Path(out_dir)
-    reports = []
-    for p, name in zip(paths, _report_names(paths)):
-        try:
-            report = grade_notebook(p, timeout=timeout, kernel_name=kernel_name, chapter=chapter,
-                                    task_timeout=task_timeout)
-        except Exception as err:  # noqa: BLE001 - one bad file must not stop a class's grading
-            report = _empty_report(p, None, timeout, task_timeout, f"{type(err).__name__}: {err}")
-        report["report"] = str(out / f"{name}.json")
-        reports.append(report)
-    # written only now, when no student code runs any more (a later notebook cannot touch an earlier report)
-    for report in reports:
-        _write_json(Path(report["report"]), report)
-    columns = [t for t in TASKS if any(t in r["tasks"] for r in reports)]
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / (CSV_NAME + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["notebook", "chapter", "graded", "score", "max_score", *columns, "task_timeouts",
-                         "task_errors", "cell_timeouts", "cell_errors", "grading_error"])
-        for r in reports:
-            writer.writerow(_csv_row(r, columns))
-    os.replace(tmp, out / CSV_NAME)
-    return reports
+    from .batch import grade_batch  # the batch module builds on this one
+
+    return grade_batch(paths, out_dir, jobs=jobs, shard=shard, force=force, timeout=timeout,
+                       kernel_name=kernel_name, task_timeout=task_timeout, chapter=chapter, **grading).reports

@@ -2,9 +2,11 @@
 
 A :class:`Task` holds the course's reference implementation, the :class:`Case` inputs a student's
 function is compared on, the hints (a general one, and one per known mistake, :class:`WrongAnswer`), the
-name of the function the student writes in the exercise notebook (``function``) and the package
-functions that *are* the answer (``answers``: while the student's function is checked or graded they
-refuse to run, see :mod:`capsule_lab.grading.lock`). :func:`check <capsule_lab.grading.checking.check>`
+name of the function the student writes in the exercise notebook (``function``), the package
+functions that *are* the answer (``answers``) and what of the package the student's function may call
+(``allowed``): while the student's function is checked or graded, the answers refuse to run, and so does
+every other function of the package that the task does not allow (deny by default, see
+:mod:`capsule_lab.grading.lock`). :func:`check <capsule_lab.grading.checking.check>`
 and the grader look tasks up here by id (``"02.routing_step"``); the registry, not the notebook, says
 which tasks a chapter has.
 
@@ -68,7 +70,11 @@ class Task:
     ``outputs`` names the tensors the function returns (one name: a single tensor; several: a tuple);
     ``input_names`` the floating-point inputs, for messages about gradients (default: "argument 1", …);
     ``function`` the name the exercise notebook gives the student's function (the grader looks it up);
-    ``answers`` the package functions that compute the answer (the reference is always one of them).
+    ``answers`` the package functions that compute the answer (the reference is always one of them);
+    ``allowed`` the qualified names of what of the package the student's function may call
+    (``"capsule_lab.router_bench.run_router_bench"``; a class: constructing it and its methods), default
+    nothing: everything else of the package refuses to run while it does (:mod:`.lock`), and the task's
+    statement in the exercise says what it may call.
 
     Three kinds of task, one framework (CONTRIBUTING.md, "Exercises"): an implementation (the student
     writes a function of the chapter, or fixes a planted bug in one, a *bug hunt*), a *prediction* (a
@@ -92,6 +98,7 @@ class Task:
     input_names: tuple = ()
     function: str = ""
     answers: tuple = ()
+    allowed: tuple = ()
     kind: str = "implement"
     returns_number: bool = False
     rtol: float | None = None
@@ -123,7 +130,8 @@ def register(*tasks: Task) -> None:
     """Add a chapter's tasks to the registry; each chapter's module calls this once.
 
     Raises ``ValueError`` for an id that is already registered, an id not of the form ``NN.name``, a task
-    without the name of the student's function, or an answer that is not a plain Python function.
+    without the name of the student's function, an answer that is not a plain Python function, or an
+    allow-list that is not a tuple of qualified names in ``capsule_lab``.
     """
     for task in tasks:
         if task.id in TASKS:
@@ -135,6 +143,11 @@ def register(*tasks: Task) -> None:
         for fn in task.refused:
             if not hasattr(fn, "__code__"):
                 raise ValueError(f"task {task.id!r}: answer {fn!r} is not a plain Python function")
+        if not isinstance(task.allowed, tuple) or not all(
+                isinstance(n, str) and n.startswith("capsule_lab.") and all(p.isidentifier() for p in n.split("."))
+                for n in task.allowed):
+            raise ValueError(f"task {task.id!r}: allowed must be a tuple of qualified names in capsule_lab "
+                             f"(e.g. 'capsule_lab.capsules.squash'), got {task.allowed!r}")
         if task.kind not in KINDS:
             raise ValueError(f"task {task.id!r}: kind must be one of {list(KINDS)}, got {task.kind!r}")
         for name in ("rtol", "atol"):

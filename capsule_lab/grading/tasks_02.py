@@ -264,13 +264,15 @@ register(
               "logits b + agreement; nothing detached.",
          outputs=("poses", "new_logits"), wrong_answers=_ROUTING_STEP_WRONG,
          nonfinite_hint="nan or inf: check the softmax at large logits and the squash at s = 0.",
-         input_names=("inputs", "weights", "logits"), function="routing_step", answers=_ROUTING),
+         input_names=("inputs", "weights", "logits"), function="routing_step", answers=_ROUTING,
+         allowed=("capsule_lab.capsules.squash",)),
     Task("02.dynamic_routing", "Dynamic routing (bug hunt)", 2, _ref_dynamic_routing, _dynamic_cases,
          hint="Algorithm 1 (chapter 02, section 1): b = 0, then r times softmax over the outputs, weighted sum, "
               "squash, agreement; the poses of the last iteration, nothing detached.",
          outputs=("poses",), wrong_answers=_DYNAMIC_WRONG,
          nonfinite_hint="nan or inf: check the softmax at large logits and the squash at s = 0.",
-         input_names=("votes",), function="dynamic_routing", answers=_ROUTING, kind="bug hunt"),
+         input_names=("votes",), function="dynamic_routing", answers=_ROUTING, kind="bug hunt",
+         allowed=("capsule_lab.capsules.squash",)),
     Task("02.predict_coupling", "Prediction: a coupling after one update", 1, _ref_predict_coupling,
          lambda: [Case("your prediction", (), grad="none")],
          hint="route the four votes by hand for one iteration as chapter 02 does in section 2: uniform "
@@ -283,5 +285,5 @@ register(
               "iterations from b = 0; the mean over samples and inputs of max_j c_ij of the third "
               "iteration's couplings (chapter 02, section 6, measures the same on a trained network).",
          outputs=("mean max coupling",), wrong_answers=_SHARPNESS_WRONG, function="mean_max_coupling",
-         kind="experiment", returns_number=True, atol=5e-5, rtol=0.0, answers=_ROUTING),
+         kind="experiment", returns_number=True, atol=5e-5, rtol=0.0, answers=_ROUTING, allowed=("capsule_lab.capsules.squash",)),
 )

@@ -284,7 +284,8 @@ register(
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
          input_names=("votes",), function="routing", kind="bug hunt",
          answers=(dynamic_routing, vote_free_routing, routing_step, DynamicRouter.forward, DynamicRouter.route_weights,
-                  generic_routing, dynamic_routing_generic)),
+                  generic_routing, dynamic_routing_generic),
+         allowed=("capsule_lab.capsules.squash",)),
     Task("03.term2_exponent", "Prediction: how term 2 shrinks with the votes", 1, _ref_term2_exponent,
          lambda: [Case("your prediction", (), grad="none")],
          hint="count the powers of σ in each factor of eq. (eq-grad-two-terms) and of ∂B/∂û, for short votes "
@@ -299,5 +300,5 @@ register(
          outputs=("ratio",), wrong_answers=_RATIO_WRONG, function="term2_ratio", kind="experiment",
          returns_number=True, rtol=0.01, atol=1e-9,
          answers=(vote_gradient, gradient_terms, capsnet_gradient_terms, polarised_gradient_terms, dynamic_routing,
-                  routing_step)),
+                  routing_step), allowed=("capsule_lab.capsules.squash",)),
 )

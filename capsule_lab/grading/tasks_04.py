@@ -319,5 +319,7 @@ register(
               "write it and those that read it), images, optimiser, 10 steps, then the capsule's mean length "
               "(chapter 04, section 2).",
          outputs=("mean length after training",), wrong_answers=_REVIVAL_WRONG, function="revival",
-         kind="experiment", returns_number=True, rtol=0.02, atol=1e-9),
+         kind="experiment", returns_number=True, rtol=0.02, atol=1e-9,
+         allowed=("capsule_lab.models.DeepCapsNet", "capsule_lab.models.DeepCapsNetConfig",
+                  "capsule_lab.capsules.margin_loss")),
 )

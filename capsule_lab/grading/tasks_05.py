@@ -509,5 +509,6 @@ register(
               "your quantized_keys and the mean entropy with your class_entropy; return it as a number "
               "(chapter 05, sections 3 and 5).",
          outputs=("mean entropy (bits)",), wrong_answers=_EXPERIMENT_WRONG, function="parse_tree_entropy",
-         kind="experiment", returns_number=True, atol=0.005, rtol=0.0, answers=_REM_ANSWERS),
+         kind="experiment", returns_number=True, atol=0.005, rtol=0.0, answers=_REM_ANSWERS,
+         allowed=("capsule_lab.routing.dynamic_routing",)),
 )

@@ -354,7 +354,8 @@ register(
          outputs=("regressed",), wrong_answers=_REGRESSION_WRONG,
          nonfinite_hint="nan or inf: a class pose s_j = 0 gives rows û = 0, where the squash must stay finite "
                         "(divide by sqrt(‖û‖² + ε²), not by ‖û‖).",
-         input_names=("partial", "regression"), function="regressed_rows", answers=(regress, regressed_capsules)),
+         input_names=("partial", "regression"), function="regressed_rows", answers=(regress, regressed_capsules),
+         allowed=("capsule_lab.capsules.squash",)),
     Task("06.gamma_activation", "Prediction: the activity of a class whose regression misses one part", 1,
          _ref_gamma_activation, lambda: [Case("your prediction", (), grad="none")],
          hint="eq. 4: δ_j = exp(−γ · (1/K) Σ_i ‖u_{i|j}^reg − u_i‖²) with γ = 5.12 — square each of the K distances, "
@@ -376,5 +377,5 @@ register(
               "(chapter 06, section 3).",
          outputs=("mean activity",), wrong_answers=_EXPERIMENT_WRONG, function="activity_under_noise",
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
-         answers=(regress, regressed_capsules, ladder_activation)),
+         answers=(regress, regressed_capsules, ladder_activation), allowed=("capsule_lab.capsules.squash",)),
 )

@@ -357,5 +357,9 @@ register(
               "(chapter 08, §1 ten routers, one backbone).",
          outputs=("accuracy",), wrong_answers=_EXPERIMENT_WRONG, function="sharp_router_accuracy",
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
-         answers=(dynamic_routing, _experiment_record, _SharpRouter.forward)),
+         answers=(dynamic_routing, _experiment_record, _SharpRouter.forward),
+         allowed=("capsule_lab.capsules.squash", "capsule_lab.data.affine_test_set", "capsule_lab.profiles.chapter_settings",
+                  "capsule_lab.profiles.RouterBenchSettings", "capsule_lab.training.Schedule",
+                  "capsule_lab.router_bench.BenchEntry", "capsule_lab.router_bench.run_router_bench",
+                  "capsule_lab.routing.Router", "capsule_lab.routing.RoutingResult")),
 )
