@@ -2,8 +2,24 @@
 
 Tests always use the quick profile unless the caller asks otherwise, so that a machine with a GPU does not
 silently switch notebooks and grading runs to the papers' full settings.
+
+``make test-fast`` leaves out the marks ``notebook``, ``book`` and ``slow``. A test parametrized over a task
+whose reference trains a network (:data:`SLOW_TASKS`: 20–40 s a case on one thread) is marked ``slow`` here, so
+the registry-wide tests stay in the inner loop for every other task.
 """
 
 import os
 
+import pytest
+
 os.environ.setdefault("CAPSULE_LAB_PROFILE", "quick")
+
+#: The tasks whose reference answer trains networks (chapter 04's revival runs, chapter 08's bench of a router).
+SLOW_TASKS = frozenset({"04.revival", "08.new_router"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("task_id") in SLOW_TASKS:
+            item.add_marker(pytest.mark.slow)

@@ -12,6 +12,7 @@ exactly its task's points, and the graded files are never modified. The attacks 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -354,3 +355,20 @@ def test_every_known_wrong_answer_fails_with_its_own_hint(task_id):
         assert not result.passed and result.points == 0, wrong.label
         if not result.message.startswith("raised "):  # a wrong answer that crashes gets the crash and the general hint
             assert wrong.hint in result.message, wrong.label
+
+
+def test_a_second_check_of_a_task_reuses_its_reference_answers(monkeypatch):
+    import capsule_lab.grading.checking as checking
+
+    calls = []
+    real = checking.expected
+    monkeypatch.setattr(checking, "expected", lambda task: calls.append(task.id) or real(task))
+    monkeypatch.setattr(checking, "_CHECKED", {})
+    task = TASKS["01.squash"]
+    assert check("01.squash", task.wrong_answers[0].fn, verbose=False).passed is False
+    assert check("01.squash", lambda s, dim=-1: task.reference(s, dim), verbose=False).passed is False  # refused
+    assert calls == ["01.squash"]                      # the reference ran once, for both checks
+    # a task object that is not the registry's (a test's, a reloaded registry's) gets its own answers
+    kept = checking._checked_cases(task)
+    assert calls == ["01.squash"]
+    assert checking._checked_cases(dataclasses.replace(task)) is not kept and calls == ["01.squash"] * 2

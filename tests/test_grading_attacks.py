@@ -228,6 +228,7 @@ def test_aliases_copies_reloads_and_detached_processes_earn_nothing(attacked_01)
     assert (marker.read_text().count("alive") if marker.exists() else 0) == lines, "the daemon is still running"
 
 
+@pytest.mark.slow
 def test_notebook_without_the_function_scores_not_found(tmp_path):
     """Every task of the chapter is graded, found or not; no kernel needed to see it in the report."""
     from capsule_lab.grading.evaluation import score_functions

@@ -147,6 +147,7 @@ def _bench(seed: int) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_the_experiment_reference_and_its_band():
     task = get_task("08.new_router")
     accuracies = [_bench(seed)["accuracy"] for seed in (0, 1, 2)]

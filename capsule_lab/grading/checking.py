@@ -293,10 +293,23 @@ def verdict(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -
     return "passed", None, ""
 
 
+_CHECKED: dict = {}   # task id → (the task, its expected cases): check's reference answers, once per process
+
+
+def _checked_cases(task: Task) -> list[Expected]:
+    """:func:`expected` of ``task``, computed at its first :func:`check` in this process and kept: the cases are
+    seeded, so a second check of the same task (a student trying again) compares at once instead of running the
+    reference again (for an experiment, training its networks again)."""
+    kept = _CHECKED.get(task.id)
+    if kept is None or kept[0] is not task:
+        kept = _CHECKED[task.id] = (task, expected(task))
+    return kept[1]
+
+
 def _run_checks(task: Task, fn: Callable) -> tuple[str | None, str, float, list]:
     """(None, "", 1.0, []) if ``fn`` passes every case, else (what differed, hint, fraction of the points
     earned, case groups failed). In-process: feedback only."""
-    cases = expected(task)
+    cases = _checked_cases(task)
     got = run_student(task, fn, cases)
     status, problem, hint = verdict(task, cases, got)
     fraction, failed = credit(task, cases, got)
