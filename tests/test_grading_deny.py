@@ -197,3 +197,23 @@ def test_the_grader_refuses_another_chapters_function(tmp_path):
     errors = [e["error"] for e in report["definition_errors"]]
     assert any("tasks_02._squash is not available while this notebook's definitions" in e for e in errors)
     assert all("tasks_02._squash is not available" in e or e.startswith("NameError") for e in errors), errors
+
+
+def test_each_task_statement_names_what_the_task_allows():
+    """The exercise says what of the package a task may call, and says exactly what the registry allows."""
+    import json
+    import re
+    from pathlib import Path
+
+    from capsule_lab.grading import TASKS, tasks_for_chapter
+
+    root = Path(__file__).resolve().parents[1]
+    for chapter in sorted({t.chapter for t in TASKS.values()}):
+        (path,) = (root / "solutions").glob(f"{chapter}_*.ipynb")
+        text = "".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf8"))["cells"]
+                       if c["cell_type"] == "markdown")
+        stated = re.findall(r"What of the package it may call:\*\* (.*?)(?:\.\s|\n\n|$)", text, flags=re.S)
+        said = sorted(("nothing",) if s.startswith("nothing") else
+                      tuple(sorted(re.findall(r"`(capsule_lab\.[\w.]+)`", s.split("; while")[0]))) for s in stated)
+        allowed = sorted(tuple(sorted(t.allowed)) or ("nothing",) for t in tasks_for_chapter(chapter))
+        assert said == allowed, (path.name, said, allowed)      # one statement per task (in the notebook's order)
