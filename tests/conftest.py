@@ -4,8 +4,9 @@ Tests always use the quick profile unless the caller asks otherwise, so that a m
 silently switch notebooks and grading runs to the papers' full settings.
 
 ``make test-fast`` leaves out the marks ``notebook``, ``book`` and ``slow``. A test parametrized over a task
-whose reference trains a network (:data:`SLOW_TASKS`: 20–40 s a case on one thread) is marked ``slow`` here, so
-the registry-wide tests stay in the inner loop for every other task.
+whose reference trains a network (:data:`SLOW_TASKS`: 10–40 s a case on one thread) is marked ``slow`` here, so
+the registry-wide tests stay in the inner loop for every other task, and all of that task's tests share one
+xdist worker (``make test`` runs ``--dist loadgroup``), where its reference answers are computed once.
 """
 
 import os
@@ -18,8 +19,13 @@ os.environ.setdefault("CAPSULE_LAB_PROFILE", "quick")
 SLOW_TASKS = frozenset({"04.revival", "08.new_router"})
 
 
+@pytest.hookimpl(tryfirst=True)     # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if params.get("task_id") in SLOW_TASKS:
+        task = params.get("task_id")
+        if task in SLOW_TASKS and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.slow)
+            # one worker runs all of a slow task's tests, so that check() trains its reference once for them
+            # (grading.checking keeps a task's reference answers for the process), not once per worker and test
+            item.add_marker(pytest.mark.xdist_group(f"task-{task}"))

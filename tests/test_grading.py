@@ -287,10 +287,13 @@ def planted_report(tmp_path_factory):
     return {"report": report, "before": before, "after": fingerprint(path)}
 
 
-# Each fixture is used by exactly one test, so that under pytest-xdist every notebook is still graded once.
+# Each fixture is used by exactly one test, so that under pytest-xdist every notebook is still graded once. The
+# solutions and the exercises share one worker ("grading-references", with chapter 08's planted bug): the grader
+# computes every chapter's reference answers once per process (grading.evaluation.prepare), chapter 08's by
+# training, so one worker computes them once for all three gradings.
 
 @pytest.mark.notebook
-@pytest.mark.xdist_group("grading-solutions")
+@pytest.mark.xdist_group("grading-references")
 def test_solutions_score_full_marks_and_reports_are_written(solution_reports):
     out = solution_reports["out"]
     for report, name in zip(solution_reports["reports"], NOTEBOOKS):
@@ -318,7 +321,7 @@ def test_solutions_score_full_marks_and_reports_are_written(solution_reports):
 
 
 @pytest.mark.notebook
-@pytest.mark.xdist_group("grading-exercises")
+@pytest.mark.xdist_group("grading-references")
 def test_untouched_exercises_score_zero(exercise_reports):
     for report, name in zip(exercise_reports["reports"], NOTEBOOKS):
         assert report["score"] == 0 and report["max_score"] > 0

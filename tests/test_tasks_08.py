@@ -251,6 +251,7 @@ def test_the_cases_can_be_built_while_the_answers_are_refused(task_id):
 
 
 @pytest.mark.notebook
+@pytest.mark.xdist_group("grading-references")     # beside test_grading's gradings: the references computed once
 def test_a_planted_wrong_answer_loses_exactly_its_points(tmp_path):
     """The graded solution notebook with mean_and_stderr averaging over every router's records: 08.summary loses
     its 2 points, with the mistake's hint; every other task keeps its points; the file is not modified."""
