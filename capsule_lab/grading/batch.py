@@ -43,13 +43,12 @@ import json
 import os
 import re
 import signal
-import tempfile
 import threading
 from collections import deque
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
-from .notebooks import CSV_NAME, _empty_report, chapter_of_notebook, grade_notebook
+from .notebooks import CSV_NAME, _empty_report, _write_atomic, _write_json, chapter_of_notebook, grade_notebook
 from .processes import Reaper
 from .tasks import TASKS, tasks_for_chapter
 
@@ -148,32 +147,6 @@ def _report_names(paths: Sequence[Path]) -> list[str]:
 
 
 # ---------------------------------------------------------------- the out folder
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a uniquely named temporary file in the same folder and a rename, so
-    a reader (or a second grader writing the same folder) never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 → what open() would have given
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _write_report(path: Path, report: dict) -> None:
-    _write_atomic(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-
 
 def read_reports(folder: str | os.PathLike) -> dict[str, tuple[Path, dict]]:
     """The reports in ``folder``: ``{notebook: (file, report)}`` from its ``*.json`` files (hidden and
@@ -491,7 +464,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
 
     def finish(key: str, report: dict) -> None:
         report.update(sha256=hashes[key], grader=fingerprint, settings=settings, report=str(files_of[key]))
-        _write_report(files_of[key], report)
+        _write_json(files_of[key], report)
         done[key] = rows[key] = report
         write_csv(list(rows.values()), out)
         if on_report is not None:
@@ -525,7 +498,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
         # are the newest in the folder), any other file that claims one of its notebooks removed, the CSV
         ours = {key: files_of[key] for key in [*done, *skipped]}
         for key, path in ours.items():
-            _write_report(path, rows[key])
+            _write_json(path, rows[key])
         for path in out.glob("*.json"):
             with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
                 claims = json.loads(path.read_text(encoding="utf8")).get("notebook")
@@ -593,7 +566,7 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
             target = out / f"{name}.json"
             taken[target.name] = key
         report = dict(report, report=str(target))
-        _write_report(target, report)
+        _write_json(target, report)
         rows[key] = report
     write_csv(list(rows.values()), out)
     return sorted(rows.values(), key=lambda r: r["notebook"])

@@ -23,8 +23,11 @@ guide).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -177,13 +180,30 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     return report
 
 
-def _write_json(path: Path, data: dict) -> None:
-    import json
-
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a uniquely named temporary file in the same folder and a rename, so
+    a reader (or a second grader writing the same folder) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf8")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf8", newline="") as f:
+            f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 → what open() would have given
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _write_json(path: Path, data: dict) -> None:
+    _write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def grade(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike = "reports", timeout: float = 120,
