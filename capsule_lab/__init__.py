@@ -41,6 +41,8 @@ module                     concept                                              
                            McNemar over test images, equivalence (TOST), Holm's correction, the
                            binomial standard error; a claim's verdict (supported, contradicted,
                            undecided), untestable at a ceiling or before convergence
+``tables``                 result tables that are tables: an HTML table with caption and headers in  02–08
+                           Jupyter and the book, aligned text in a terminal, CSV
 ``claims``                 a paper's claim (quoted, with source and setting) or the course's          04–08
                            question, what differs besides the variable, and its verdict on a
                            study's records (paired t over seeds, Holm, undecided when untestable)
@@ -58,9 +60,11 @@ module                     concept                                              
                            and affine digits, and the paper's claims tested on the longer run
 ``learned_routing_study``  chapter 07's experiment: one network trained with dynamic, similarity     07
                            and connectionist routing on MNIST and Fashion-MNIST
-``figures``                pictures by concept: ``routing``, ``capsnet``, ``gradients``,             02–08
+``figures``                pictures by concept: ``routing``, ``capsnet``, ``gradients``,             01–08
                            ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``,
-                           ``router_bench``
+                           ``router_bench``; the style (a colour-blind-safe palette, a marker and a
+                           line style per series) and each figure's alt text and caption
+                           (``describe``)
 ``widgets``                interactive explorers by concept: ``routing``, ``poses``, ``gradients``,  02–07
                            ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``; each has a
                            static figure for the book

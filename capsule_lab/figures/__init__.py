@@ -14,7 +14,9 @@
   couplings and pose per (λ1, λ2), the paper's Figure 2 (chapter 07);
 - :mod:`~capsule_lab.figures.router_bench` — every router's accuracy against its cost, one bar chart per
   measure (chapter 08);
-- :mod:`~capsule_lab.figures.style` — the maximum figure width and the output capsules' colours.
+- :mod:`~capsule_lab.figures.style` — the maximum figure width, the colour-blind-safe palette, a marker and a line
+  style per series;
+- :mod:`~capsule_lab.figures.describe` — alt text and numbered captions written from a figure's data.
 
 Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works.
 """
@@ -36,10 +38,12 @@ from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_fi
 from .router_bench import (MEASURE_LABELS, accuracy_time_figure, measures_figure, plot_accuracy_time,
                            plot_measure)
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
-from .style import MAX_FIGURE_WIDTH, OUTPUT_COLORS
+from .describe import Description, describe, show
+from .style import LINESTYLES, MARKERS, MAX_FIGURE_WIDTH, OUTPUT_COLORS, PALETTE, series
 
 __all__ = [
-    "MAX_FIGURE_WIDTH", "OUTPUT_COLORS",
+    "MAX_FIGURE_WIDTH", "OUTPUT_COLORS", "PALETTE", "MARKERS", "LINESTYLES", "series",
+    "Description", "describe", "show",
     "MEASURE_LABELS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure", "measures_figure",
     "plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing",
     "plot_history", "plot_reconstructions", "plot_pose_sweep",

@@ -1,0 +1,180 @@
+"""What a figure shows, in words: the alt text a screen reader reads and the numbered caption every reader sees.
+Chapters 01–08.
+
+Both are written from the figure's data by the code that draws it, so they say what this run's figure shows
+("dynamic routing with r = 3 is the most accurate, 97.7 %"), not what kind of picture it is ("a plot"):
+
+1. a chapter's cell draws a figure and ends with ``show(fig, alt=..., caption=...)``; a figure function of the
+   package may instead have attached both with :func:`describe`, and the cell ends with ``show(fig)``.
+   :func:`show` displays the figure with the two texts in the output's metadata (key ``capsule_lab``) and
+   closes it. In Jupyter and Colab the figure shows as any other.
+2. after a notebook is executed (``make notebooks``), :func:`caption_cells` copies them into the cell's metadata,
+   where MyST-NB reads them (``mystnb.image.alt``, ``mystnb.figure.caption`` and ``mystnb.figure.name``): the book
+   shows the image with that alt text inside a numbered figure ("Fig. 3. ..."). MyST-NB's options apply to a whole
+   cell, so a chapter cell shows one figure at most.
+
+``python -m capsule_lab.figures.describe NOTEBOOK...`` runs step 2 (the Makefile does, after executing).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Description", "describe", "description_of", "show", "check_alt_text", "caption_cells",
+           "METADATA_KEY", "MIN_ALT_WORDS"]
+
+#: The key of a figure output's metadata under which :func:`show` stores the description.
+METADATA_KEY = "capsule_lab"
+#: Alt text shorter than this many words cannot say what a data figure shows.
+MIN_ALT_WORDS = 8
+_ATTRIBUTE = "_capsule_lab_description"
+_FILE_NAME = re.compile(r"^\S*\.(png|jpe?g|svg|gif|webp)$|^[./_\-\w]*[0-9a-f]{16,}[./_\-\w]*$", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"^(a |the )?(figure|image|plot|graph|chart|picture)( of .{0,12})?\.?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Description:
+    """Alt text (what the figure shows, for a reader who cannot see it) and caption (its numbered title)."""
+
+    alt: str
+    caption: str
+
+    def __post_init__(self):
+        check_alt_text(self.alt)
+        if not isinstance(self.caption, str) or not self.caption.strip():
+            raise ValueError(f"caption must be a non-empty str, got {self.caption!r}")
+        if self.caption.strip() == self.alt.strip():
+            raise ValueError("caption and alt text are the same: the alt text says what the figure shows, "
+                             "the caption titles it")
+
+
+def check_alt_text(alt: str) -> str:
+    """``alt`` if it can describe a data figure, else ValueError: not empty, not a file name or hash, not a
+    placeholder ("figure", "plot of ..."), at least :data:`MIN_ALT_WORDS` words, one paragraph."""
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError(f"alt text must be a non-empty str, got {alt!r}")
+    text = alt.strip()
+    if _FILE_NAME.match(text):
+        raise ValueError(f"alt text must say what the figure shows, not name a file: {text!r}")
+    if _PLACEHOLDER.match(text):
+        raise ValueError(f"alt text must say what the figure shows, not what kind of picture it is: {text!r}")
+    if len(text.split()) < MIN_ALT_WORDS:
+        raise ValueError(f"alt text must say what the figure shows in at least {MIN_ALT_WORDS} words, got "
+                         f"{len(text.split())}: {text!r}")
+    if "\n" in text:
+        raise ValueError("alt text must be one paragraph (no line breaks): a screen reader reads it as one")
+    return alt
+
+
+def _check_figure(fig) -> None:
+    from matplotlib.figure import Figure
+
+    if not isinstance(fig, Figure):
+        raise ValueError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+
+
+def describe(fig, alt: str, caption: str):
+    """Attach alt text and caption to ``fig`` (checked by :class:`Description`) and return ``fig``: what a figure
+    function of the package does, so that ``show(fig)`` needs no words from the chapter."""
+    _check_figure(fig)
+    setattr(fig, _ATTRIBUTE, Description(alt, caption))
+    return fig
+
+
+def description_of(fig) -> Description | None:
+    """The description :func:`describe` attached to ``fig``, or None."""
+    _check_figure(fig)
+    return getattr(fig, _ATTRIBUTE, None)
+
+
+def show(fig, alt: str | None = None, caption: str | None = None, *, name: str | None = None) -> Description:
+    """Display ``fig`` with its description in the output's metadata and close it; returns the description.
+
+    ``alt`` and ``caption`` replace what :func:`describe` attached (both or neither must be given when nothing
+    is attached). ``name`` is the figure's label in the book (default: numbered by the notebook's order).
+    """
+    _check_figure(fig)
+    attached = description_of(fig)
+    if alt is None and caption is None:
+        if attached is None:
+            raise ValueError("this figure has no description: pass alt= and caption= (what the figure shows, in "
+                             "words written from its data)")
+        description = attached
+    else:
+        description = Description(alt if alt is not None else (attached.alt if attached else ""),
+                                  caption if caption is not None else (attached.caption if attached else ""))
+    if name is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]*", str(name)):
+        raise ValueError(f"name must be lower-case letters, digits and hyphens, got {name!r}")
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    metadata = {"alt": description.alt.strip(), "caption": description.caption.strip()}
+    if name is not None:
+        metadata["name"] = name
+    display(fig, metadata={METADATA_KEY: metadata})
+    plt.close(fig)
+    return description
+
+
+def _is_image(output: dict) -> bool:
+    return output.get("output_type") in ("display_data", "execute_result") and any(
+        mime.startswith("image/") for mime in output.get("data", {}))
+
+
+def caption_cells(path) -> int:
+    """Copy each figure's description from its output's metadata into its cell's metadata (MyST-NB's
+    ``mystnb.image.alt`` and ``mystnb.figure``), in place; returns the number of figures captioned.
+
+    A cell whose figure has no description loses any stale caption; a cell with two figures is an error (the
+    options apply to the whole cell). Figures without a name are named ``fig-<notebook>-<k>``.
+    """
+    path = Path(path)
+    if path.suffix != ".ipynb" or not path.is_file():
+        raise ValueError(f"path must be an existing .ipynb file, got {str(path)!r}")
+    import nbformat
+
+    text = path.read_text(encoding="utf8")
+    notebook = nbformat.reads(text, as_version=4)
+    stem = re.sub(r"[^a-z0-9]+", "-", path.stem.lower()).strip("-")
+    count = 0
+    for index, cell in enumerate(notebook.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        images = [o for o in cell.get("outputs", []) if _is_image(o)]
+        described = [o["metadata"][METADATA_KEY] for o in images if METADATA_KEY in o.get("metadata", {})]
+        mystnb = cell.setdefault("metadata", {}).get("mystnb", {})
+        mystnb.pop("figure", None)
+        mystnb.pop("image", None)
+        if len(images) > 1 and described:
+            raise ValueError(f"{path.name}, cell {index}: {len(images)} figures in one cell; MyST-NB's figure "
+                             "options apply to a whole cell, so show one figure per cell")
+        if described:
+            count += 1
+            meta = described[0]
+            mystnb["figure"] = {"caption": meta["caption"], "name": meta.get("name", f"fig-{stem}-{count}")}
+            mystnb["image"] = {"alt": meta["alt"]}
+        if mystnb:
+            cell["metadata"]["mystnb"] = mystnb
+        else:
+            cell["metadata"].pop("mystnb", None)
+    new_text = nbformat.writes(notebook) + "\n"
+    if new_text != text:
+        path.write_text(new_text, encoding="utf8")
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = sys.argv[1:] if argv is None else argv
+    if not paths:
+        print("usage: python -m capsule_lab.figures.describe NOTEBOOK...", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(f"{path}: {caption_cells(path)} figures captioned")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
