@@ -21,6 +21,9 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 HTML_MANAGER_VERSION ?= 1.0.15
 REQUIREJS_VERSION    ?= 2.3.8
 MATHJAX_VERSION      ?= 3.2.2
+# axe-core: the WCAG 2.1 A/AA rules the browser test (tests/test_book.py) runs on every page; vendored in tests/vendor.
+AXE_CORE_VERSION     ?= 4.14.1
+AXE_DIR := tests/vendor/axe-core
 VENDOR_DIR := book/_static/vendor
 VENDOR_FILES := $(VENDOR_DIR)/require.js $(VENDOR_DIR)/html-manager/embed-amd.js \
                 $(VENDOR_DIR)/mathjax/tex-chtml.js
@@ -78,7 +81,7 @@ if [ -z "$$(find .make/apt-updated -mmin -720 2>/dev/null)" ]; then \
   DEBIAN_FRONTEND=noninteractive apt-get update && touch .make/apt-updated; fi
 endef
 
-.PHONY: help setup data chromium widgets-js book sync-url test test-fast test-unit test-notebooks test-portable notebooks clean distclean
+.PHONY: help setup data chromium widgets-js axe-js book sync-url test test-fast test-unit test-notebooks test-portable notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv and build the book into _build/html"
@@ -90,6 +93,7 @@ help:
 	@echo "make data        fetch the offline datasets into $(DATA_DIR)/"
 	@echo "make notebooks   re-execute chapters/ and solutions/ (quick profile), regenerate exercises/"
 	@echo "make widgets-js  refresh the vendored widget/MathJax JavaScript in $(VENDOR_DIR)/"
+	@echo "make axe-js      refresh the vendored axe-core (accessibility rules of the browser test) in $(AXE_DIR)/"
 	@echo "make sync-url    write _config.yml's repository URL into the notebooks, README and book pages"
 	@echo "                 (SYNC_PATHS='chapters book' limits it; SYNC_ARGS=--check only reports)"
 	@echo "make clean       remove build and test caches (keeps .venv and data)"
@@ -163,6 +167,15 @@ widgets-js:
 $(VENDOR_FILES) &:
 	$(MAKE) widgets-js
 
+
+# axe-core for the browser test's accessibility check (committed like the book's vendored JavaScript).
+axe-js:
+	@set -euo pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	( cd "$$tmp" && npm pack --silent axe-core@$(AXE_CORE_VERSION) >/dev/null && tar -xzf axe-core-*.tgz ); \
+	rm -rf $(AXE_DIR); mkdir -p $(AXE_DIR); \
+	cp "$$tmp/package/axe.min.js" "$$tmp/package/LICENSE" $(AXE_DIR)/; \
+	echo "Vendored by 'make axe-js' from the npm registry (do not edit by hand): axe-core@$(AXE_CORE_VERSION) (MPL-2.0)" \
+	  > $(AXE_DIR)/VENDORED.txt
 # ---------------------------------------------------------------- book
 book: $(SETUP_STAMP) $(VENDOR_FILES)
 	$(JB_BUILD)

@@ -420,7 +420,6 @@ def setup(seed: int = 0, profile: str | None = None, threads: int | None = None,
     On a CPU, torch uses :func:`cpu_threads` threads. A chapter whose experiment trains with its own settings
     (``chapter``: ``"04"`` … ``"08"``, see :func:`chapter_settings`) passes its number, and the line printed names
     those settings instead of describing the profile's own CapsNet and schedule, which that chapter does not train.
-    It also sets the course's figure style (:func:`capsule_lab.figures.style.use`).
     """
     if chapter is not None:
         check_one_of(chapter, [c for c in CHAPTER_SETTINGS if c >= "04"], "chapter")
@@ -428,9 +427,6 @@ def setup(seed: int = 0, profile: str | None = None, threads: int | None = None,
     if prof.device == "cpu":
         torch.set_num_threads(cpu_threads(threads))
     seed_everything(seed)
-    from .figures import style  # the course's palette, markers and line styles for every figure (chapters 01-08)
-
-    style.use()
     if verbose and chapter is None:
         print(prof.describe())
     elif verbose:

@@ -15,7 +15,12 @@
    - have widgets that respond to their controls or none (the book shows a note and the static figure),
      and no output that takes room but shows nothing (hidden progress bars);
    - open its navigation with the header button and reach another chapter through a link in it (both
-     widths), and at phone width open the page's contents with its header button.
+     widths), and at phone width open the page's contents with its header button;
+   - break no WCAG 2.1 level A or AA rule that axe-core (vendored: tests/vendor/axe-core, `make axe-js`) checks,
+     at both widths, except those listed in AXE_EXCEPTIONS with the reason the theme cannot be fixed.
+3. Every image of every page has alt text that says what it shows: not empty, not a file name or hash (what
+   MyST-NB writes when a cell gives none); a chapter's figure has alt text written from its data
+   (capsule_lab.figures.describe.check_alt_text) and a numbered caption ("Fig. 3 ...").
    A screenshot of every page's first screen at both widths is saved under `_build/screenshots/` (a build
    artifact for a person to look at); CAPSULE_LAB_SCREENSHOTS=<dir> saves full-page screenshots there instead
    (they cost 1-4 s a page, a third of these tests' time, so only when asked for).
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import html.parser
 import http.server
 import os
 import re
@@ -58,6 +64,10 @@ VIEWPORTS = {
 }
 # A figure may be shown at 75 % of its stored size at least (an 800 px figure in a ~620 px column).
 MIN_FIGURE_SCALE = 0.75
+AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+# Rules that may remain broken on a page, with the reason they cannot be fixed in the theme (none today).
+AXE_EXCEPTIONS: dict[str, str] = {}
 TEST_MARKER = re.compile(r"NBVAL_[A-Z_]+|nbval-[a-z-]+")
 
 pytestmark = [pytest.mark.book, pytest.mark.slow, pytest.mark.xdist_group("book")]
@@ -161,6 +171,119 @@ def test_favicon_is_served(server: str):
     with urllib.request.urlopen(f"{server}/favicon.ico", timeout=10) as response:
         assert response.status == 200
         assert response.read(4) == b"\x00\x00\x01\x00", "favicon.ico is not an icon file"
+
+
+class _Images(html.parser.HTMLParser):
+    """Every <img> of a page: its alt text (None when absent), whether it sits in a cell's output, and the
+    caption of the <figure> around it."""
+
+    def __init__(self):
+        super().__init__()
+        self.images: list[dict] = []
+        self._stack: list[tuple[str, str]] = []     # (tag, class) of the open elements
+        self._figures: list[dict] = []              # images of the open <figure>s, to attach their caption
+        self._caption: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img":
+            image = {"src": attrs.get("src", ""), "alt": attrs.get("alt"), "caption": None,
+                     "output": any("cell_output" in cls for _, cls in self._stack)}
+            self.images.append(image)
+            if self._figures:
+                self._figures[-1]["images"].append(image)
+            return
+        if tag in ("br", "hr", "meta", "link", "input", "source", "wbr"):
+            return
+        self._stack.append((tag, attrs.get("class") or ""))
+        if tag == "figure":
+            self._figures.append({"images": []})
+        elif tag == "figcaption":
+            self._caption = []
+
+    def handle_endtag(self, tag):
+        while self._stack:
+            open_tag, _ = self._stack.pop()
+            if open_tag == tag:
+                break
+        if tag == "figcaption" and self._caption is not None and self._figures:
+            text = " ".join("".join(self._caption).split())
+            for image in self._figures[-1]["images"]:
+                image["caption"] = text
+            self._caption = None
+        elif tag == "figure" and self._figures:
+            self._figures.pop()
+
+    def handle_data(self, data):
+        if self._caption is not None:
+            self._caption.append(data)
+
+
+def alt_text_problems(page_html: str) -> list[str]:
+    """What is wrong with the alt text and captions of a page's images (see the module's docstring, 3)."""
+    from capsule_lab.figures.describe import check_alt_text
+
+    parser = _Images()
+    parser.feed(page_html)
+    problems = []
+    for image in parser.images:
+        alt, name = image["alt"], image["src"].rsplit("/", 1)[-1]
+        if alt is None or not alt.strip():
+            problems.append(f"{name}: no alt text")
+        elif alt.strip() == image["src"] or alt.strip().endswith(name) or _FILE_NAME_ALT.match(alt.strip()):
+            problems.append(f"{name}: its alt text is a file name ({alt!r})")
+        elif image["output"]:
+            try:
+                check_alt_text(alt)
+            except ValueError as error:
+                problems.append(f"{name}: {error}")
+            if not image["caption"] or not re.match(r"Fig\. ?\d+", image["caption"]):
+                problems.append(f"{name}: a figure without a numbered caption ({image['caption']!r})")
+    return problems
+
+
+_FILE_NAME_ALT = re.compile(r"^\S*\.(png|jpe?g|svg|gif|webp)$|^[./_\-\w]*[0-9a-f]{16,}[./_\-\w]*$", re.IGNORECASE)
+
+
+def test_alt_text_check_finds_what_myst_nb_writes_without_a_description():
+    """The check fails on the alt text MyST-NB writes for a figure without a description (its file path), on an
+    empty one, and on a figure without a numbered caption; it passes a described, captioned figure."""
+    src = "../_images/c6dc1d7e0d42f4946205b5c5ce467cbfc94efe2831f37da02fd0dad2e2adf42d.png"
+    output = '<div class="cell_output docutils container">{}</div>'
+    bare = output.format(f'<img alt="{src}" src="{src}" />')
+    empty = output.format(f'<img alt="" src="{src}" />')
+    alt = "Test accuracy against step time for 12 routers; dynamic routing with r = 3 is the most accurate."
+    uncaptioned = output.format(f'<img alt="{alt}" src="{src}" />')
+    captioned = output.format(f'<figure><img alt="{alt}" src="{src}" /><figcaption><p><span class="caption-number">'
+                              'Fig. 1 </span><span class="caption-text">Accuracy against time</span></p>'
+                              '</figcaption></figure>')
+    assert alt_text_problems(bare) == [f"{src.rsplit('/', 1)[-1]}: its alt text is a file name ({src!r})"]
+    assert alt_text_problems(empty) and "no alt text" in alt_text_problems(empty)[0]
+    assert "numbered caption" in alt_text_problems(uncaptioned)[0]
+    assert alt_text_problems(captioned) == []
+    assert alt_text_problems('<img alt="Open In Colab" src="../_images/colab-badge.svg" />') == []
+
+
+def test_every_image_has_alt_text_saying_what_it_shows(built_book: Path):
+    problems = []
+    for page in PAGES:
+        problems += [f"{page}: {p}" for p in alt_text_problems((built_book / f"{page}.html").read_text("utf8"))]
+    assert not problems, "images without a description:\n  " + "\n  ".join(problems)
+
+
+def _axe_violations(page) -> list[str]:
+    """axe-core's WCAG 2.1 A/AA violations on the page as loaded (rule: count, first elements, help)."""
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("tags => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: "
+                           "['violations']})", AXE_TAGS)
+    found = []
+    for violation in result["violations"]:
+        if violation["id"] in AXE_EXCEPTIONS:
+            continue
+        targets = ", ".join(" ".join(node["target"]) for node in violation["nodes"][:3])
+        found.append(f"accessibility ({violation['impact']}): {violation['id']} on {len(violation['nodes'])} "
+                     f"element(s), e.g. {targets}: {violation['help']}")
+    return found
 
 
 def _is_local(url: str) -> bool:
@@ -422,6 +545,7 @@ def test_page_works_in_browser(context, server: str, page_name: str):
                        .map(i => i.naturalWidth + ' px shown at ' + i.clientWidth + ' px')""", MIN_FIGURE_SCALE)
             problems += [f"figure {s}: its text is unreadable; draw it narrower" for s in shrunk]
 
+        problems += _axe_violations(page)
         text = page.evaluate("() => document.body.innerText")
         problems += [f"test marker visible: {m!r}" for m in sorted(set(TEST_MARKER.findall(text)))]
         problems += _check_widgets(page)

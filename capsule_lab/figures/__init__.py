@@ -18,7 +18,9 @@
   style per series;
 - :mod:`~capsule_lab.figures.describe` — alt text and numbered captions written from a figure's data.
 
-Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works.
+Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works. Importing the package
+sets the course's figure style (:func:`capsule_lab.figures.style.use`) for every figure drawn afterwards, the
+package's and those a notebook cell draws.
 """
 
 from .capsnet import plot_history, plot_pose_sweep, plot_reconstructions
@@ -39,7 +41,9 @@ from .router_bench import (MEASURE_LABELS, accuracy_time_figure, measures_figure
                            plot_measure)
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
 from .describe import Description, describe, show
-from .style import LINESTYLES, MARKERS, MAX_FIGURE_WIDTH, OUTPUT_COLORS, PALETTE, series
+from .style import LINESTYLES, MARKERS, MAX_FIGURE_WIDTH, OUTPUT_COLORS, PALETTE, series, use
+
+use()
 
 __all__ = [
     "MAX_FIGURE_WIDTH", "OUTPUT_COLORS", "PALETTE", "MARKERS", "LINESTYLES", "series",

@@ -7,12 +7,13 @@ screen.
 
 Colour. :data:`PALETTE` is Okabe and Ito's eight colours (*Color Universal Design*, 2008), which stay distinct
 under the common colour-vision deficiencies (protanopia, deuteranopia, tritanopia), ordered so that the first
-four also differ in lightness. Yellow comes last: on white it is hard to see for everyone.
+five have a contrast of at least 3:1 on white, what WCAG 2.1 asks of graphics (1.4.11). Orange and sky blue
+(2.3:1) come after them, yellow (1.3:1, hard to see for everyone) last.
 
 Series. Series k is drawn in ``PALETTE[k]`` with ``MARKERS[k]`` and ``LINESTYLES[k]`` (:func:`series`), so a
 reader who sees no colour, or prints the page in grey, still tells the lines apart. :func:`use` makes this the
-default of every ``Axes.plot`` (matplotlib's property cycle); :func:`capsule_lab.profiles.setup` calls it, so every
-chapter's figures, the package's and those drawn in a notebook cell, share it.
+default of every ``Axes.plot`` (matplotlib's property cycle); importing :mod:`capsule_lab.figures` calls it, so
+every chapter's figures, the package's and those drawn in a notebook cell, share it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ __all__ = ["MAX_FIGURE_WIDTH", "PALETTE", "MARKERS", "LINESTYLES", "OUTPUT_COLOR
 
 #: The widest a figure may be, in inches at the notebooks' 100 dpi.
 MAX_FIGURE_WIDTH = 7.5
-#: The Okabe–Ito colours in this order (blue, vermillion, bluish green, orange, reddish purple, sky blue, black,
+#: The Okabe–Ito colours in this order (blue, vermillion, bluish green, reddish purple, black, orange, sky blue,
 #: yellow).
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00", "#56B4E9", "#F0E442")
 #: One marker per series, in the palette's order (filled shapes that differ in outline, not only in size).
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: One line style per series, in the palette's order (solid, dashed, dash-dot, dotted, then dash patterns).
