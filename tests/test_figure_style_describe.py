@@ -104,7 +104,7 @@ def test_describe_attaches_and_show_displays_with_metadata(monkeypatch):
     fig, _ = plt.subplots()
     assert fd.describe(fig, ALT, "Accuracy and loss per epoch") is fig
     assert fd.description_of(fig) == fd.Description(ALT, "Accuracy and loss per epoch")
-    fd.show(fig, name="fig-training")
+    assert fd.show(fig, name="fig-training") is None, "a returned value would print under nbval after the figure"
     assert shown == [(fig, {"capsule_lab": {"alt": ALT, "caption": "Accuracy and loss per epoch",
                                             "name": "fig-training"}})]
     assert not plt.fignum_exists(fig.number), "show closes the figure (the inline backend does not draw it twice)"

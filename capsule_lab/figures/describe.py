@@ -90,8 +90,11 @@ def description_of(fig) -> Description | None:
     return getattr(fig, _ATTRIBUTE, None)
 
 
-def show(fig, alt: str | None = None, caption: str | None = None, *, name: str | None = None) -> Description:
-    """Display ``fig`` with its description in the output's metadata and close it; returns the description.
+def show(fig, alt: str | None = None, caption: str | None = None, *, name: str | None = None) -> None:
+    """Display ``fig`` with its description in the output's metadata and close it.
+
+    It returns nothing, so a cell that ends with ``show(...)`` shows the figure alone (nbval's kernel, which stores
+    no history, would print a returned value even after a ``;``).
 
     ``alt`` and ``caption`` replace what :func:`describe` attached (both or neither must be given when nothing
     is attached). ``name`` is the figure's label in the book (default: numbered by the notebook's order).
@@ -116,7 +119,6 @@ def show(fig, alt: str | None = None, caption: str | None = None, *, name: str |
         metadata["name"] = name
     display(fig, metadata={METADATA_KEY: metadata})
     plt.close(fig)
-    return description
 
 
 def _is_image(output: dict) -> bool:
