@@ -2,7 +2,8 @@
 and its gradient-terms explorer (capsule_lab.widgets.gradients).
 
 The graph's gradient-carrying edges are checked against hand-counted cases; the explorer's numbers against
-autograd on the same toy (not against capsule_lab.gradients, which computes them).
+autograd on the same toy (not against capsule_lab.gradients, which computes them). Each figure's alt text is
+checked on hand-made inputs whose answer is known (which input has the largest term 2, whether a measure rises).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from capsule_lab import figures, widgets  # noqa: E402
+from capsule_lab.figures.describe import description_of  # noqa: E402
+from capsule_lab.figures.style import PALETTE  # noqa: E402
 from capsule_lab.gradients import gradient_toy, polarised_gradient_terms  # noqa: E402
 from capsule_lab.capsules import margin_loss  # noqa: E402
 from capsule_lab.routing import dynamic_routing  # noqa: E402
@@ -50,8 +53,23 @@ def test_three_iteration_graph_by_hand():
 def test_plot_routing_graphs_draws_both_graphs():
     fig = figures.plot_routing_graphs(3)
     top, bottom = fig.axes
-    red = lambda ax: sum(1 for p in ax.patches if matplotlib.colors.to_hex(p.get_edgecolor()) == "#d62728")  # noqa: E731
+    live = PALETTE[1].lower()
+    red = lambda ax: sum(1 for p in ax.patches if matplotlib.colors.to_hex(p.get_edgecolor()) == live)  # noqa: E731
     assert (red(top), red(bottom)) == (16, 3)
+    # told apart by line style too: the live edges solid, the forward-only ones dashed
+    solid = lambda ax: sum(1 for p in ax.patches if p.get_linestyle() in ("-", "solid"))  # noqa: E731
+    assert (solid(top), solid(bottom)) == (16, 3)
+
+
+@pytest.mark.parametrize("K, counts, path", [(1, ("3 of 5", "3 of 5"), "û → s(1) → v(1) → L"),
+                                             (3, ("16 of 19", "3 of 19"), "û → s(3) → v(3) → L")])
+def test_routing_graphs_alt_text_counts_the_live_edges(K, counts, path):
+    d = description_of(figures.plot_routing_graphs(K))
+    top, bottom = d.alt.split("Bottom")
+    assert f"{counts[0]} edges carry gradient" in top and f"{counts[1]} edges carry gradient" in bottom
+    assert f"the path {path}" in bottom
+    assert "b(1) → c(1)" in top and "c(1) → s(1)" in top and ("b(1) → b(2)" in top) == (K > 1)
+    assert f"K = {K}" in d.caption
 
 
 def test_plot_gradient_terms_bars_and_checks():
@@ -62,6 +80,39 @@ def test_plot_gradient_terms_bars_and_checks():
     np.testing.assert_allclose(heights, np.concatenate([t1.numpy(), t2.numpy()]), rtol=1e-6)
     with pytest.raises(ValueError, match=r"\(I, J\)"):
         figures.plot_gradient_terms(c, t1[:4], t2)
+
+
+def test_plot_gradient_terms_tells_the_terms_apart_and_describes_them():
+    c = torch.tensor([[0.7, 0.2, 0.1], [0.3, 0.3, 0.4], [0.1, 0.1, 0.8], [0.5, 0.25, 0.25], [0.2, 0.6, 0.2]])
+    t1 = torch.tensor([1.0, 0.5, 2.0, 0.25, 1.0])
+    t2 = torch.tensor([0.5, 1.0, 0.1, 1.0, 0.2])        # larger than term 1 at inputs 1 (2x) and 3 (4x)
+    fig = figures.plot_gradient_terms(c, t1, t2, title="hand-made")
+    bars = fig.axes[1].patches
+    assert {b.get_hatch() for b in bars[:5]} == {None} and {b.get_hatch() for b in bars[5:]} == {"///"}
+    alt = description_of(fig).alt
+    assert "larger for 2 of the 5 inputs, up to 4 times term 1 (input 3)" in alt
+    # each input's largest coupling: 0.7, 0.4, 0.8, 0.5, 0.6
+    assert "largest coupling is 0.60 on average (uniform: 0.33), at most 0.80" in alt
+    assert "term 1 is tallest at input 2 (2), term 2 at input 1 (1)" in alt
+    assert description_of(fig).caption.endswith("hand-made.")
+    small = description_of(figures.plot_gradient_terms(c, t1, t1 / 10)).alt
+    assert "term 2 is smaller for every input, at most 0.1 times term 1" in small
+
+
+def test_plot_gradient_history_alt_text_follows_the_records():
+    base = dict(uniform_max=0.1, uniform_entropy_bits=3.3219)
+    records = [dict(base, ratio=0.1, cosine=1.0, max_coupling=0.10, entropy_bits=3.32),
+               dict(base, ratio=0.2, cosine=0.99, max_coupling=0.12, entropy_bits=3.31),
+               dict(base, ratio=0.3, cosine=0.995, max_coupling=0.12, entropy_bits=3.30)]
+    fig = figures.plot_gradient_history([0, 1, 2], records)
+    alt = description_of(fig).alt
+    assert "‖term 2‖/‖term 1‖ rises at every epoch, from 0.100 at epoch 0 to 0.300 at epoch 2" in alt
+    assert "term 1 goes from 1.0000 at epoch 0 to 0.9950 at epoch 2, between 0.9900 and 1.0000" in alt
+    assert "coupling goes from 0.1000 at epoch 0 to 0.1200 at epoch 2" in alt             # flat from epoch 1 to 2
+    assert "entropy falls at every epoch, from 3.3200 bits at epoch 0 to 3.3000 bits at epoch 2 (uniform: 3.3219" in alt
+    # every series its own marker, the uniform values grey reference lines
+    markers = [line.get_marker() for ax in fig.axes for line in ax.lines if line.get_marker() not in ("None", "")]
+    assert len(set(markers)) == 4
 
 
 def test_plot_gradient_history_checks_records():
@@ -115,3 +166,16 @@ def test_gradient_terms_explorer_redraws_on_its_sliders():
     term1, term2 = _autograd_terms(3, 5.0)
     assert explorer.summary["ratio"] == pytest.approx((term2.norm() / term1.norm()).item(), rel=1e-9)
     assert "polarisation 5" in explorer.figure._suptitle.get_text()
+
+
+def test_gradient_terms_figure_is_described_as_the_explorer():
+    default = description_of(widgets.gradient_terms_figure())
+    assert "explorer at its default settings (r = 3, no added polarisation)" in default.caption
+    term1, term2 = _autograd_terms(3, 0.0)
+    assert f"‖term 2‖/‖term 1‖ = {(term2.norm() / term1.norm()).item():.3f}" in default.alt
+    # every input's term 2 is larger than its term 1 on this toy at r = 3 without polarisation (autograd says so)
+    per_input = lambda t: t[0].flatten(1).norm(dim=1)  # noqa: E731
+    assert bool((per_input(term2) > per_input(term1)).all())
+    assert "term 2 is larger for all 8 inputs" in default.alt
+    polarised = description_of(widgets.gradient_terms_figure(3, 5.0))
+    assert "r = 3 and polarisation 5" in polarised.caption and "term 2 is smaller for every input" in polarised.alt

@@ -31,8 +31,9 @@ from .ladder import (PAPER_TABLE3, activity_profile_figure, coupling_length_figu
                      plot_kept_capsules, plot_step_times, step_time_figure)
 from .learned_routing import (DEFAULT_PAIRS, SimilarityClusters, clustered_votes, plot_similarity_routing,
                               similarity_clusters, similarity_grid_figure)
-from .parse_tree import (ParseTreeSummary, format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
-                         parse_tree_summary, plot_parse_tree)
+from .parse_tree import (LAYER_STATISTICS, ParseTreeSummary, activation_correlation_figure, capsule_gradients_figure,
+                         dead_rate_search_figure, depth_figure, format_layer_table, layer_statistics_table,
+                         parse_tree_explorer_figure, parse_tree_figure, parse_tree_summary, plot_parse_tree)
 from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure, keys_per_class_figure,
                   parse_tree_graph, parse_tree_graph_figure, plot_backtracked_image, plot_entropy_accuracy,
                   plot_entropy_vs_levels, plot_keys_per_class, plot_pruning_curve, pruning_curve_figure,
@@ -54,7 +55,8 @@ __all__ = [
     "routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",
     "plot_gradient_history",
     "ParseTreeSummary", "parse_tree_summary", "plot_parse_tree", "parse_tree_figure", "format_layer_table",
-    "parse_tree_explorer_figure",
+    "parse_tree_explorer_figure", "LAYER_STATISTICS", "layer_statistics_table", "capsule_gradients_figure",
+    "dead_rate_search_figure", "depth_figure", "activation_correlation_figure",
     "plot_pruning_curve", "pruning_curve_figure", "plot_entropy_accuracy", "entropy_accuracy_figure",
     "plot_entropy_vs_levels", "entropy_vs_levels_figure", "plot_keys_per_class", "keys_per_class_figure",
     "class_couplings", "receptive_field_centres", "parse_tree_graph", "plot_backtracked_image",

@@ -2,7 +2,9 @@
 
 Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``), after Sabour et al. (2017), Figs. 3–4. Pure
 matplotlib, like :mod:`capsule_lab.figures.routing`: every function draws and returns the Figure and checks
-its inputs. Images are ``(N, H, W)`` or ``(N, 1, H, W)``.
+its inputs, and attaches alt text and a caption written from the numbers it draws
+(:func:`capsule_lab.figures.describe.describe`; a chapter ends its cell with ``show(fig)``). Images are
+``(N, H, W)`` or ``(N, 1, H, W)``.
 """
 
 from __future__ import annotations
@@ -14,16 +16,40 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import image_array, to_numpy
-from .style import MAX_FIGURE_WIDTH
+from .describe import describe
+from .style import MAX_FIGURE_WIDTH, series
 
 __all__ = ["plot_history", "plot_reconstructions", "plot_pose_sweep"]
+
+
+def _join(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _course(values, epochs, fmt: str, best: str) -> str:
+    """How a per-epoch curve runs, in words: 'rises every epoch, from 95.30 to 97.70', 'falls every epoch, ...', or
+    'goes from a to b, highest (best="max") / lowest (best="min") c after epoch k'."""
+    values = [float(x) for x in values]
+    if len(values) == 1:
+        return f"is {values[0]:{fmt}} after epoch {epochs[0]}"
+    steps = np.diff(values)
+    ends = f"from {values[0]:{fmt}} to {values[-1]:{fmt}}"
+    if np.all(steps > 0):
+        return f"rises every epoch, {ends}"
+    if np.all(steps < 0):
+        return f"falls every epoch, {ends}"
+    k = int(np.argmax(values) if best == "max" else np.argmin(values))
+    return f"goes {ends}, {'highest' if best == 'max' else 'lowest'} {values[k]:{fmt}} after epoch {epochs[k]}"
 
 
 def plot_history(history) -> Figure:
     """Training curves of a :class:`capsule_lab.training.History`: loss (left) and accuracy (right).
 
-    The accuracy panel shows the training accuracy (measured on the fly, while the weights change)
-    and, when recorded, the test accuracy after each epoch, in %.
+    The accuracy panel shows the training accuracy (measured on the fly, while the weights change; series 0,
+    as the loss) and, when recorded, the test accuracy after each epoch (series 1), in %. The alt text says how
+    each curve runs from the first to the last epoch.
 
     Chapter 02.
     """
@@ -41,13 +67,13 @@ def plot_history(history) -> Figure:
     if test and len(test) != len(epochs):
         raise ValueError(f"history['test_accuracy'] must have one entry per epoch ({len(epochs)}), got {len(test)}")
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(MAX_FIGURE_WIDTH, 3.0), constrained_layout=True)
-    ax_loss.plot(epochs, h["train_loss"], "o-", color="0.2")
+    ax_loss.plot(epochs, h["train_loss"], **series(0))
     ax_loss.set_title("training loss")
     ax_loss.set_xlabel("epoch")
     ax_loss.set_ylabel("margin + 0.0005 × reconstruction")
-    ax_acc.plot(epochs, 100 * np.asarray(h["train_accuracy"]), "o-", label="train (during the epoch)")
+    ax_acc.plot(epochs, 100 * np.asarray(h["train_accuracy"]), **series(0), label="train (during the epoch)")
     if test:
-        ax_acc.plot(epochs, 100 * np.asarray(test), "s-", label="held-out test")
+        ax_acc.plot(epochs, 100 * np.asarray(test), **series(1), label="held-out test")
         for e, a in zip(epochs, test):
             ax_acc.annotate(f"{100 * a:.2f}", (e, 100 * a), textcoords="offset points", xytext=(0, 6),
                             ha="center", fontsize=8)
@@ -58,6 +84,13 @@ def plot_history(history) -> Figure:
     for ax in (ax_loss, ax_acc):
         ax.set_xticks(epochs)
         ax.grid(alpha=0.3)
+    span = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {epochs[0]} to {epochs[-1]}"
+    alt = (f"Two panels over {span}. Left: the training loss {_course(h['train_loss'], epochs, '.3g', 'min')}. "
+           f"Right, accuracy in %: the training accuracy, measured during each epoch, "
+           f"{_course(100 * np.asarray(h['train_accuracy']), epochs, '.2f', 'max')}")
+    if test:
+        alt += f"; the held-out test accuracy {_course(100 * np.asarray(test), epochs, '.2f', 'max')}"
+    describe(fig, alt + ".", f"Training loss and accuracy over {len(epochs)} epoch{'s' * (len(epochs) != 1)}")
     return fig
 
 
@@ -72,7 +105,8 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None,
         title: the figure's title.
 
     Returns:
-        The Figure with 2·N axes, row-major — the N originals, then the N reconstructions.
+        The Figure with 2·N axes, row-major — the N originals, then the N reconstructions; its alt text names
+        the labels, the predictions (and any wrong one) and the mean squared error per pixel.
 
     Chapter 02.
     """
@@ -86,7 +120,8 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None,
     for name, seq in (("labels", lab), ("predictions", pred)):
         if seq is not None and len(seq) != N:
             raise ValueError(f"{name} must have shape (N,) = ({N},), got {len(seq)} entries")
-    fig, axes = plt.subplots(2, N, figsize=(min(1.05 * N + 0.6, MAX_FIGURE_WIDTH), 2.4), squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(2, N, figsize=(min(1.05 * N + 0.6, MAX_FIGURE_WIDTH), 2.4), squeeze=False,
+                             constrained_layout=True)
     for n in range(N):
         for row, (img, names, head) in enumerate(((x, lab, "label"), (y, pred, "decoded"))):
             ax = axes[row, n]
@@ -100,7 +135,33 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None,
             axes[1, 0].set_ylabel("reconstruction", fontsize=9)
     if title:
         fig.suptitle(title)
+    describe(fig, _reconstructions_alt(x, y, lab, pred), f"{N} digit{'s' * (N != 1)} and their reconstructions")
     return fig
+
+
+def _reconstructions_alt(x: np.ndarray, y: np.ndarray, labels, predictions) -> str:
+    """What :func:`plot_reconstructions` shows, in words: the labels, the predictions (and which are wrong), and
+    the mean squared error per pixel, overall and of the best and the worst reconstruction."""
+    N = len(x)
+    name = ((lambda n: f"the {labels[n]} in position {n + 1}") if labels is not None
+            else (lambda n: f"the digit in position {n + 1}"))
+    text = f"Top row: {N} digit{'s' * (N != 1)}"
+    if labels is not None:
+        text += ", labelled " + ", ".join(str(k) for k in labels)
+    text += "; bottom row: the decoder's reconstruction of each"
+    if predictions is not None:
+        text += ", from the capsule of its predicted class, " + ", ".join(str(k) for k in predictions)
+        if labels is not None:
+            wrong = [n for n in range(N) if labels[n] != predictions[n]]
+            text += (f". All {N} predictions are correct" if not wrong else
+                     f". {N - len(wrong)} of {N} predictions are correct; "
+                     + _join([f"{name(n)} is read as a {predictions[n]}" for n in wrong]))
+    errors = ((x - y) ** 2).reshape(N, -1).mean(axis=1)
+    text += f". Mean squared error per pixel {errors.mean():.3f}"
+    if N > 1:
+        best, worst = int(errors.argmin()), int(errors.argmax())
+        text += f", from {errors[best]:.3f} for {name(best)} to {errors[worst]:.3f} for {name(worst)}"
+    return text + "."
 
 
 def plot_pose_sweep(sweep, perturbations, dims: Sequence[int] | None = None, title: str | None = None) -> Figure:
@@ -117,7 +178,8 @@ def plot_pose_sweep(sweep, perturbations, dims: Sequence[int] | None = None, tit
         title: the figure's title.
 
     Returns:
-        The Figure with one axis holding the K × P montage — perturbations along x, dimensions along y.
+        The Figure with one axis holding the K × P montage — perturbations along x, dimensions along y — and alt
+        text naming the dimensions whose perturbation changes the image most and least.
 
     Chapter 02.
     """
@@ -150,4 +212,33 @@ def plot_pose_sweep(sweep, perturbations, dims: Sequence[int] | None = None, tit
     ax.tick_params(length=0)
     ax.set_xlabel("value added to the pose dimension")
     ax.set_title(title or "reconstruction as one pose dimension is perturbed", fontsize=10)
+    describe(fig, f"A grid of decoded digits: {K} row{'s' * (K != 1)}, one per pose dimension "
+                  f"({_span(d)}), by {P} column{'s' * (P != 1)}, the value added to that dimension "
+                  f"({p[0]:+.2f} to {p[-1]:+.2f}). " + _sweep_change(s, p, d),
+             f"Reconstructions as one of {K} pose dimension{'s' * (K != 1)} is perturbed by {p[0]:+.2f} to "
+             f"{p[-1]:+.2f}")
     return fig
+
+
+def _span(dims: Sequence[int]) -> str:
+    """'dim 0 to dim 15' for a run of dimensions, else 'dim 0, dim 5 and dim 15'."""
+    if len(dims) > 3 and list(dims) == list(range(dims[0], dims[0] + len(dims))):
+        return f"dim {dims[0]} to dim {dims[-1]}"
+    return _join([f"dim {k}" for k in dims])
+
+
+def _sweep_change(s: np.ndarray, p: np.ndarray, dims: Sequence[int]) -> str:
+    """Which dimensions change the image most and least between the first and the last perturbation (mean absolute
+    pixel difference), in words."""
+    if len(p) < 2:
+        return "With one column, no change between values is shown."
+    change = np.abs(s[:, -1] - s[:, 0]).reshape(len(dims), -1).mean(axis=1)
+    order = np.argsort(-change, kind="stable")
+
+    def listed(ks):
+        return _join([f"dim {dims[k]}" for k in ks]) + " (" + ", ".join(f"{change[k]:.3f}" for k in ks) + ")"
+
+    head = f"Between the columns {p[0]:+.2f} and {p[-1]:+.2f} the image changes, in mean absolute pixel difference, "
+    if len(dims) <= 4:
+        return head + "along " + listed(order) + "."
+    return head + f"most along {listed(order[:3])} and least along {listed(order[-1:])}."

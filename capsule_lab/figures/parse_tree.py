@@ -1,4 +1,4 @@
-"""The fuzzy parse tree of a deep CapsNet, drawn, and a widget to compare depths and routings.
+"""The fuzzy parse tree of a deep CapsNet, drawn, and chapter 04's other figures and per-layer tables.
 
 Taught in chapter 04 (``chapters/04_dead_capsules.ipynb``), after Mitterreiter et al. (2023), Figure 3:
 capsules are nodes (one column per layer), couplings are fuzzy edges, the capsule norms colour the nodes,
@@ -7,11 +7,22 @@ dead capsules are marked. :func:`parse_tree_summary` reduces a :class:`~capsule_
 :func:`plot_parse_tree` draws one statistic, :func:`parse_tree_figure` the mean and the standard deviation
 side by side, and :func:`parse_tree_explorer_figure` the picture of one network among several (depth ×
 routing) — the default state of :func:`capsule_lab.widgets.parse_tree_explorer`, for the static book.
+:func:`layer_statistics_table` shows a network's per-layer statistics (the paper's Tables 1 and 2) as a
+:class:`~capsule_lab.tables.Table`.
+
+The chapter's other figures: :func:`capsule_gradients_figure` (a capsule's length and the two gradients of
+Theorem 2 at every training step), :func:`dead_rate_search_figure` (the dead rate per setting of a search),
+:func:`depth_figure` (measures against the number of routing layers, per routing) and
+:func:`activation_correlation_figure` (the paper's Figure 4). Every figure function attaches its alt text and
+caption, written from the numbers it draws (:func:`capsule_lab.figures.describe.describe`); series differ in
+marker and line style as well as colour (:mod:`capsule_lab.figures.style`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,9 +31,15 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from ..diagnostics import ACTIVE_EPS, DEAD_MEAN_EPS, DEAD_STD_EPS, CapsuleRecord, dead_mask, layer_table
+from ..tables import Table
+from .describe import describe
+from .style import PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["ParseTreeSummary", "parse_tree_summary", "plot_parse_tree", "parse_tree_figure",
-           "format_layer_table", "parse_tree_explorer_figure"]
+           "format_layer_table", "LAYER_STATISTICS", "layer_statistics_table", "parse_tree_explorer_figure",
+           "capsule_gradients_figure", "dead_rate_search_figure", "depth_figure", "activation_correlation_figure"]
+
+_EDGE_COLOR, _DEAD_COLOR = PALETTE[0], PALETTE[1]       # couplings; the crosses on dead capsules
 
 
 @dataclass
@@ -65,8 +82,8 @@ def plot_parse_tree(ax, summary: ParseTreeSummary, statistic: str = "mean", titl
                     edge_scale: float | None = None):
     """Draw the parse tree on ``ax``: columns of capsules (layer 1 = primary on the left), edges with opacity
     ∝ the coupling's mean (or std) over the images divided by ``edge_scale`` (default: the largest value drawn),
-    nodes coloured by the norm's mean (or std), dead capsules as red crosses. Returns the node scatter of the
-    last layer drawn (for a colour bar). Chapter 04."""
+    nodes coloured by the norm's mean (or std), dead capsules as red (vermillion) crosses. Returns the node scatter
+    of the last layer drawn (for a colour bar). Chapter 04."""
     if statistic not in {"mean", "std"}:
         raise ValueError(f"statistic must be 'mean' or 'std', got {statistic!r}")
     norms = summary.norm_mean if statistic == "mean" else summary.norm_std
@@ -86,7 +103,7 @@ def plot_parse_tree(ax, summary: ParseTreeSummary, statistic: str = "mean", titl
                     strengths.append(min(alpha, 1.0))
     if segments:
         a = np.ceil(np.asarray(strengths) * 5) / 5          # five opacity levels: a readable (and small) picture
-        colors = np.tile(to_rgba("tab:blue"), (len(a), 1))
+        colors = np.tile(to_rgba(_EDGE_COLOR), (len(a), 1))
         colors[:, 3] = a
         ax.add_collection(LineCollection(segments, colors=colors, linewidths=0.3 + 1.5 * a, antialiaseds=False,
                                          zorder=1))
@@ -96,7 +113,7 @@ def plot_parse_tree(ax, summary: ParseTreeSummary, statistic: str = "mean", titl
         nodes = ax.scatter(np.full(len(n), l), ys[l], c=n, cmap="viridis", vmin=0.0, vmax=vmax, s=70,
                            edgecolors="black", linewidths=0.5, zorder=2)
         if dead.any():
-            ax.scatter(np.full(int(dead.sum()), l), ys[l][dead], marker="x", color="red", s=60, linewidths=2,
+            ax.scatter(np.full(int(dead.sum()), l), ys[l][dead], marker="x", color=_DEAD_COLOR, s=60, linewidths=2,
                        zorder=3)
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([f"layer {l + 1}" if l < len(sizes) - 1 else "classes" for l in range(len(sizes))],
@@ -110,10 +127,46 @@ def plot_parse_tree(ax, summary: ParseTreeSummary, statistic: str = "mean", titl
     return nodes
 
 
+def _numbers(values, fmt: str = ".2f", every: str | None = None) -> str:
+    """``"0.45, 0.39 and 0.29"``; ``"0.000 in every routing layer"`` (``every="routing layer"``) if they are all
+    the same."""
+    texts = [format(int(v) if fmt == "d" else float(v), fmt) for v in values]
+    if not texts:
+        return "none"
+    if every is not None and len(texts) > 1 and len(set(texts)) == 1:
+        return f"{texts[0]} in every {every}"
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def _parse_tree_alt(summary: ParseTreeSummary) -> str:
+    """What :func:`parse_tree_figure` draws, in words: the layers, the mean norm per layer, the largest mean coupling
+    and the mean spread of the couplings per routing layer, and the dead capsules."""
+    sizes = [len(n) for n in summary.norm_mean]
+    dead = [(l + 1, int(d.sum())) for l, d in enumerate(summary.dead) if d.any()]
+    if dead:
+        where = "; ".join(f"{n} in layer {l}" for l, n in dead)
+        total = sum(n for _, n in dead)
+        dead_words = f"{total} capsule{'s' * (total != 1)} dead, marked by crosses: {where}."
+    else:
+        dead_words = "No capsule is dead."
+    spread_max = max((float(np.max(c)) for c in summary.coupling_std), default=0.0)
+    return (f"Two drawings of the parse tree of {len(sizes)} capsule layers of {_numbers(sizes, 'd')} capsules (the "
+            f"last the classes), capsules as nodes in columns and couplings as edges. Left, means over the images: "
+            f"the mean capsule norm per layer is {_numbers([n.mean() for n in summary.norm_mean])}; the largest mean "
+            f"coupling per routing layer is {_numbers([c.max() for c in summary.coupling_mean], '.3f')} (uniform: "
+            f"{_numbers([1 / c.shape[1] for c in summary.coupling_mean], '.3f')}). Right, standard deviations over "
+            f"the images: the couplings vary by "
+            f"{_numbers([c.mean() for c in summary.coupling_std], '.3f', every='routing layer')} on average, by "
+            f"{spread_max:.3f} at most. {dead_words}")
+
+
 def parse_tree_figure(summary: ParseTreeSummary, title: str | None = None) -> Figure:
     """The paper's Figure 3 for one network: the parse tree's means (left) and standard deviations (right)
     over a dataset, edges on one opacity scale (the largest mean coupling) so that the panels compare;
-    red crosses mark dead capsules. Chapter 04."""
+    crosses mark dead capsules. Attaches alt text written from the summary (mean norms, largest and most
+    varying couplings per layer, dead capsules) and a caption ending in ``title``. Chapter 04."""
+    if not isinstance(summary, ParseTreeSummary):
+        raise ValueError(f"summary must be a ParseTreeSummary (parse_tree_summary), got {type(summary).__name__}")
     fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.6))
     scale = max((float(np.max(c)) for c in summary.coupling_mean), default=1.0)
     for ax, statistic in zip(axes, ("mean", "std")):
@@ -123,17 +176,46 @@ def parse_tree_figure(summary: ParseTreeSummary, title: str | None = None) -> Fi
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    return fig
+    caption = ("The fuzzy parse tree: means and standard deviations over the images of the couplings (edges) and "
+               "the capsule norms (nodes)" + (f", {title}." if title else "."))
+    return describe(fig, _parse_tree_alt(summary), caption)
 
 
 def format_layer_table(table: list) -> str:
-    """The rows of :func:`~capsule_lab.diagnostics.layer_table` as a fixed-width text table. Chapter 04."""
+    """The rows of :func:`~capsule_lab.diagnostics.layer_table` as a fixed-width text table, for a terminal; a
+    notebook shows :func:`layer_statistics_table`. Chapter 04."""
     lines = [" layer | alive |  dyr  |  dys  |  cnm  |  cns  |  car  |  cas  |  cdr  |  cds"]
     for r in table:
         dyn = (f"{r['dyr']:.2f} | {r['dys']:5.2f}" if r["dyr"] is not None else "  –   |   –  ")
         lines.append(f" {r['layer']:5d} | {r['alive']:5d} | {dyn} | {r['cnm']:.2f}  | {r['cns']:5.2f} | "
                      f"{r['car']:.2f}  | {r['cas']:5.2f} | {r['cdr']:.2f}  | {r['cds']:4.1f}")
     return "\n".join(lines)
+
+
+#: The statistics of a :func:`~capsule_lab.diagnostics.layer_table` row, in the paper's order (Tables 1 and 2).
+LAYER_STATISTICS = ("alive", "dyr", "dys", "cnm", "cns", "car", "cas", "cdr", "cds")
+_LAYER_FORMATS = {"dyr": ".2f", "dys": ".2f", "cnm": ".2f", "cns": ".2f", "car": ".2f", "cas": ".2f", "cdr": ".2f",
+                  "cds": ".1f"}
+
+
+def layer_statistics_table(table: list, caption: str = "Per-layer statistics of one network (the paper's Tables 1 "
+                           "and 2)", statistics: Sequence[str] = LAYER_STATISTICS) -> Table:
+    """The rows of :func:`~capsule_lab.diagnostics.layer_table` as a :class:`~capsule_lab.tables.Table`: one row
+    per capsule layer (primary first), a column per statistic in ``statistics`` (default all of
+    :data:`LAYER_STATISTICS`; a chapter shows a few at a time so that the table fits a phone), with the digits of
+    :func:`format_layer_table`. dyr and dys of the class layer show as missing. Chapter 04."""
+    if isinstance(table, (str, bytes)) or not isinstance(table, Sequence) or not table or \
+            not all(isinstance(r, Mapping) and "layer" in r for r in table):
+        raise ValueError("table must be a non-empty list of layer_table rows (dicts with 'layer' and the statistics)")
+    statistics = tuple(statistics) if not isinstance(statistics, str) else (statistics,)
+    unknown = [k for k in statistics if k not in LAYER_STATISTICS]
+    if not statistics or unknown:
+        raise ValueError(f"statistics must name some of {list(LAYER_STATISTICS)}, got {list(statistics)}")
+    missing = sorted({k for r in table for k in statistics if k not in r})
+    if missing:
+        raise ValueError(f"the rows lack {missing}: use capsule_lab.diagnostics.layer_table")
+    return Table(("layer",) + statistics, [[r["layer"]] + [r[k] for k in statistics] for r in table],
+                 caption=caption, formats={k: _LAYER_FORMATS[k] for k in statistics if k in _LAYER_FORMATS})
 
 
 def _pick(summaries: dict, depth: int, routing: str) -> ParseTreeSummary:
@@ -145,9 +227,339 @@ def _pick(summaries: dict, depth: int, routing: str) -> ParseTreeSummary:
 
 def parse_tree_explorer_figure(summaries: dict, depth: int, routing: str = "dynamic") -> Figure:
     """The parse-tree explorer's picture for one (depth, routing) key of ``summaries`` (a dict
-    ``{(routing layers, "dynamic" | "uniform"): ParseTreeSummary}``): Figure 3 for that network. Chapter 04."""
+    ``{(routing layers, "dynamic" | "uniform"): ParseTreeSummary}``): Figure 3 for that network, with alt text
+    (the network, its accuracy and its parse tree in numbers) and a caption saying it is the explorer in the
+    state it opens in. Chapter 04."""
     s = _pick(summaries, depth, routing)
     name = "RBA" if routing == "dynamic" else "uniform routing"
     dead = sum(int(d.sum()) for d in s.dead)
-    return parse_tree_figure(s, title=f"{depth} routing layer{'s' * (depth != 1)}, {name}: "
-                                      f"test accuracy {100 * s.accuracy:.1f}%, {dead} dead capsules")
+    fig = parse_tree_figure(s, title=f"{depth} routing layer{'s' * (depth != 1)}, {name}: "
+                                     f"test accuracy {100 * s.accuracy:.1f}%, {dead} dead capsules")
+    alt = (f"The network with {depth} routing layer{'s' * (depth != 1)} and {name}, test accuracy "
+           f"{100 * s.accuracy:.1f} %. " + _parse_tree_alt(s))
+    caption = (f"The parse-tree explorer as it opens, at {depth} routing layer{'s' * (depth != 1)} with {name}; its "
+               "controls choose the number of routing layers and the routing (RBA or uniform).")
+    return describe(fig, alt, caption)
+
+
+# ------------------------------------------------------------------------------ chapter 04's other figures
+
+def _check_curve(values, name: str, length: int | None = None) -> np.ndarray:
+    a = np.asarray(values, dtype=float)
+    if a.ndim != 1 or a.size == 0 or (length is not None and a.size != length) or not np.all(np.isfinite(a)) \
+            or np.any(a < 0):
+        raise ValueError(f"{name} must be a non-empty 1-D sequence of finite non-negative numbers"
+                         + (f" of length {length}" if length is not None else "") + f", got shape {a.shape}")
+    return a
+
+
+_GRADIENT_PANELS = (("norm", "mean capsule length ‖u‖"), ("activation", "‖∂L/∂u‖ (Theorem 2, left)"),
+                    ("weight", "‖∂L/∂W‖ (Theorem 2, right)"))
+
+
+def _capsule_gradients_alt(curves: dict, log_steps: bool) -> str:
+    labels = list(curves)
+    n = len(curves[labels[0]]["norm"])
+    end = {k: float(c["norm"][-1]) for k, c in curves.items()}
+    named = (f"{len(labels)} capsule{'s' * (len(labels) != 1)}: " + "; ".join(labels) if len(labels) <= 3
+             else f"{len(labels)} capsules")
+    text = (f"Three panels over {n} training steps{' (logarithmic step axis)' if log_steps else ''}, each on a "
+            f"logarithmic scale: the mean length ‖u‖, ‖∂L/∂u‖ and ‖∂L/∂W‖ of {named}.")
+    short, long = min(labels, key=end.get), max(labels, key=end.get)
+    peak = int(np.argmax(curves[short]["norm"]))
+    if curves[short]["norm"][peak] > 2 * end[short]:
+        text += (f" The length of {short} peaks at {curves[short]['norm'][peak]:.3g} at step {peak + 1} and ends at "
+                 f"{end[short]:.3g}.")
+    get = lambda label, key: float(curves[label][key][-1])  # noqa: E731
+    if short == long:
+        return text + (f" At the last step its length is {end[short]:.3g}, ‖∂L/∂u‖ {get(short, 'activation'):.2g} "
+                       f"and ‖∂L/∂W‖ {get(short, 'weight'):.2g}.")
+    w_short, w_long = get(short, "weight"), get(long, "weight")
+    if w_long > w_short > 0:
+        factor = w_long / w_short
+        below = f"{factor:,.0f} times below" if factor >= 10 else f"{factor:.2g} times below"
+    elif w_long > w_short:
+        below = "zero, below"
+    else:
+        below = "not below"
+    return text + (f" At the last step the shortest capsule, {short}, has length {end[short]:.3g} and ‖∂L/∂W‖ "
+                   f"{w_short:.2g}, {below} the longest, {long}, with length {end[long]:.3g} and ‖∂L/∂W‖ {w_long:.2g}; "
+                   f"their ‖∂L/∂u‖ are {get(short, 'activation'):.2g} and {get(long, 'activation'):.2g}.")
+
+
+def capsule_gradients_figure(curves: Mapping[str, Mapping], log_steps: bool = False,
+                             title: str | None = None) -> Figure:
+    """Capsules at every training step, in three panels on a log scale: the mean length ‖u‖, the gradient
+    ‖∂L/∂u‖ reaching the capsule and ‖∂L/∂W‖ of the matrices that read it (Theorem 2's two sides).
+
+    ``curves``: ``{label: {"norm": (steps,), "activation": (steps,), "weight": (steps,)}}``, one to eight
+    capsules, e.g. columns of :meth:`capsule_lab.diagnostics.GradientTracker.history` or a shipped run's
+    ``capsule_history``. Each capsule gets its own colour, marker and line style. ``log_steps`` puts the steps on
+    a log axis (the deciding steps are the first few). Attaches alt text (the shortest capsule at the end against
+    the longest: its length, its ‖∂L/∂W‖ and ‖∂L/∂u‖) and a caption ending in ``title``. Chapter 04.
+    """
+    if not isinstance(curves, Mapping) or not 1 <= len(curves) <= len(PALETTE):
+        raise ValueError(f"curves must be a dict of 1 to {len(PALETTE)} capsules {{label: {{'norm', 'activation', "
+                         f"'weight'}}}}, got {type(curves).__name__}")
+    checked, length = {}, None
+    for label, curve in curves.items():
+        if not isinstance(label, str) or not isinstance(curve, Mapping):
+            raise ValueError(f"every curve must be label (str) → {{'norm', 'activation', 'weight'}}, got {label!r}")
+        checked[label] = {key: _check_curve(curve.get(key, []), f"curve {label!r}: {key}", length)
+                          for key, _ in _GRADIENT_PANELS}
+        length = len(checked[label]["norm"])
+        if any(len(v) != length for v in checked[label].values()):
+            raise ValueError(f"curve {label!r}: norm, activation and weight must have one value per step each")
+    steps = np.arange(1, length + 1)
+    legend_inches = 0.18 * math.ceil(len(checked) / 2) + 0.1           # the legend's rows, below the panels
+    fig, axes = plt.subplots(3, 1, figsize=(7.0, 7.0 + legend_inches), sharex=True)
+    for k, (label, curve) in enumerate(checked.items()):
+        for ax, (key, _) in zip(axes, _GRADIENT_PANELS):
+            ax.plot(steps, curve[key], **series(k), markevery=0.08, lw=1.2, label=label)
+    for ax, (_, name) in zip(axes, _GRADIENT_PANELS):
+        ax.set_title(name, fontsize=10)
+        ax.set_yscale("log")
+    if log_steps:
+        axes[-1].set_xscale("log")
+    axes[-1].set_xlabel("training step")
+    handles, names = axes[0].get_legend_handles_labels()         # below the panels, where it hides no curve
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, legend_inches / (7.0 + legend_inches), 1, 1))
+    caption = ("The length of each capsule and the two gradients of Theorem 2 at every training step"
+               + (f", {title}." if title else "."))
+    return describe(fig, _capsule_gradients_alt(checked, log_steps), caption)
+
+
+_HATCHES = ("", "///", "...", "\\\\", "xx", "oo")
+
+
+def dead_rate_search_figure(rates: Mapping[str, Sequence[float]], accuracy: Mapping[str, float],
+                            layers: Sequence[int] = (2, 3, 4), reference: tuple | None = None,
+                            title: str | None = None) -> Figure:
+    """A search's dead rates: for every setting (a row, in the order given) one bar per hidden layer, told apart
+    by colour and hatching, and the setting's test accuracy at the right.
+
+    ``rates``: ``{setting: [cdr of each of layers]}`` (means over seeds, in [0, 1]); ``accuracy``: ``{setting:
+    test accuracy in %}``; ``reference``: ``(value, label)`` of a dashed reference line, e.g. the paper's rate.
+    Attaches alt text (the settings that kill every capsule, those that kill some, with their largest rate and
+    accuracy, and the accuracy range of the rest) and a caption ending in ``title``. Chapter 04.
+    """
+    layers = list(layers)
+    if not layers or not 1 <= len(layers) <= len(_HATCHES):
+        raise ValueError(f"layers must name 1 to {len(_HATCHES)} layers, got {layers!r}")
+    if not isinstance(rates, Mapping) or not rates:
+        raise ValueError("rates must be a non-empty dict {setting: [dead rate per layer]}")
+    if not isinstance(accuracy, Mapping) or set(accuracy) != set(rates):
+        raise ValueError("accuracy must be a dict with the same settings as rates")
+    r = {s: _check_curve(v, f"rates[{s!r}]", len(layers)) for s, v in rates.items()}
+    if any(np.any(v > 1) for v in r.values()):
+        raise ValueError("dead rates must lie in [0, 1]")
+    acc = {s: float(accuracy[s]) for s in rates}
+    if reference is not None and (not isinstance(reference, tuple) or len(reference) != 2):
+        raise ValueError(f"reference must be (value, label), got {reference!r}")
+    names = list(r)
+    y = np.arange(len(names))
+    height = 0.8 / len(layers)
+    fig, ax = plt.subplots(figsize=(7.0, max(2.5, 0.3 * len(names) + 1.3)))
+    for k, layer in enumerate(layers):
+        ax.barh(y + (k - (len(layers) - 1) / 2) * height, [r[s][k] for s in names], height=height,
+                color=PALETTE[k], hatch=_HATCHES[k], edgecolor="white", linewidth=0, label=f"layer {layer}")
+    for i, s in enumerate(names):
+        ax.text(1.02, i, f"{acc[s]:.0f}%", va="center", fontsize=8)
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.15)
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+    ax.set_xlabel("dead rate cdr (mean over seeds); right: test accuracy")
+    if reference is not None:
+        ax.axvline(float(reference[0]), color=REFERENCE_COLOR, lw=1.0, ls="--", label=str(reference[1]))
+    ax.legend(fontsize=8, loc="upper center")
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+
+    every = [s for s in names if np.all(r[s] >= 1.0)]
+    some = sorted((s for s in names if r[s].max() > 0 and s not in every), key=lambda s: -r[s].max())
+    none = [s for s in names if r[s].max() == 0]
+    quoted = lambda s: f'"{s}"'  # noqa: E731
+    text = (f"The dead rate cdr of layers {_numbers(layers, 'd')} (one bar each: plain, hatched, dotted) for "
+            f"{len(names)} settings, with each setting's test accuracy at the right.")
+    if every:
+        text += (" Every capsule of these layers is dead with " + "; ".join(f"{quoted(s)} ({acc[s]:.1f} % accurate)"
+                                                                             for s in every) + ".")
+    if some:
+        text += (f" Capsules die in {len(some)} {'more ' if every else ''}setting{'s' * (len(some) != 1)} (largest "
+                 "rate, accuracy): " + "; ".join(f"{quoted(s)} {r[s].max():.2f}, {acc[s]:.0f} %" for s in some) + ".")
+    if none:
+        low, high = min(acc[s] for s in none), max(acc[s] for s in none)
+        text += (f" None die in the other {len(none)}, whose accuracy ranges from {low:.0f} to {high:.0f} %."
+                 if len(none) > 1 else f" None die in {quoted(none[0])} ({acc[none[0]]:.0f} %).")
+    if reference is not None:
+        text += f" A dashed line at {float(reference[0]):.2f} marks the reference, {reference[1]}."
+    caption = ("The dead rate of each hidden layer and the test accuracy per setting"
+               + (f" ({title})." if title else "."))
+    return describe(fig, text, caption)
+
+
+def _per_seed(values, name: str, depths: int) -> list:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) != depths:
+        raise ValueError(f"{name} must hold one value (or one list of values, per seed) per depth, {depths} in all")
+    out = []
+    for v in values:
+        a = np.atleast_1d(np.asarray(v, dtype=float))
+        if a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)):
+            raise ValueError(f"{name}: every depth needs one or more finite numbers, got {v!r}")
+        out.append(a)
+    return out
+
+
+def depth_figure(depths: Sequence[int], panels: Sequence[Mapping], title: str | None = None) -> Figure:
+    """Measures against the number of routing layers, one panel each (one to three), one series per routing.
+
+    ``panels``: a list of dicts ``{"label": y-axis label, "values": {routing name: per depth, a number or a list of
+    numbers (one per seed)}, "fmt": format of the numbers in the alt text (default ".2f"), "ylim": (low, high)
+    (optional), "reference": (depth, value, label) (optional, e.g. the paper's number)}``. A routing keeps its
+    colour, marker and line style in every panel; with several seeds every seed is a point and a line joins the
+    medians, side by side so that none hides another. Attaches alt text (per panel and routing, the value or the
+    median per depth, the seeds' range, the reference) and a caption ending in ``title``. Chapter 04.
+    """
+    depths = [int(d) for d in depths]
+    if not depths:
+        raise ValueError("depths must name at least one number of routing layers")
+    if isinstance(panels, Mapping) or not isinstance(panels, Sequence) or not 1 <= len(panels) <= 3:
+        raise ValueError("panels must be a list of 1 to 3 dicts with 'label' and 'values'")
+    checked, names = [], []
+    for panel in panels:
+        if not isinstance(panel, Mapping) or not isinstance(panel.get("label"), str) or \
+                not isinstance(panel.get("values"), Mapping) or not panel["values"]:
+            raise ValueError("every panel must be a dict with a 'label' (str) and 'values' ({routing: per depth})")
+        unknown = set(panel) - {"label", "values", "fmt", "ylim", "reference"}
+        if unknown:
+            raise ValueError(f"unknown panel keys {sorted(unknown)}")
+        values = {str(n): _per_seed(v, f"{panel['label']}, {n}", len(depths)) for n, v in panel["values"].items()}
+        reference = panel.get("reference")
+        if reference is not None and (not isinstance(reference, tuple) or len(reference) != 3):
+            raise ValueError(f"reference must be (depth, value, label), got {reference!r}")
+        checked.append({"label": panel["label"], "values": values, "fmt": panel.get("fmt", ".2f"),
+                        "ylim": panel.get("ylim"), "reference": reference})
+        names += [n for n in values if n not in names]
+    if len(names) > len(PALETTE):
+        raise ValueError(f"at most {len(PALETTE)} routings, got {len(names)}")
+    seeds = max(len(a) for p in checked for v in p["values"].values() for a in v)
+    several = seeds > 1
+    if len(checked) <= 2:
+        fig, axes = plt.subplots(1, len(checked), figsize=(7.2, 3.2), squeeze=False)
+    else:
+        fig, axes = plt.subplots(len(checked), 1, figsize=(7.0, 8.0), sharex=True, squeeze=False)
+    axes = list(axes.flat)
+    x0 = np.asarray(depths, dtype=float)
+    for ax, panel in zip(axes, checked):
+        for name, per_depth in panel["values"].items():
+            k = names.index(name)
+            style = series(k)
+            side = (k - (len(names) - 1) / 2) * (0.24 if several else 0.08)
+            if several:
+                for d, a in zip(x0, per_depth):
+                    xs = d + side + 0.04 * (np.arange(len(a)) - (len(a) - 1) / 2)
+                    ax.plot(xs, a, marker=style["marker"], ls="none", color=style["color"], alpha=0.7,
+                            label=f"{name}, one point per seed" if d == x0[0] else None)
+                ax.plot(x0 + side, [np.median(a) for a in per_depth], color=style["color"], ls=style["linestyle"],
+                        marker="", label=f"{name}, median")
+            else:
+                ax.plot(x0 + side, [a[0] for a in per_depth], **style, label=name)
+        if panel["reference"] is not None:
+            d, value, label = panel["reference"]
+            ax.plot([d], [value], marker="*", ls="none", color=REFERENCE_COLOR, markersize=12, label=label)
+        ax.set_ylabel(panel["label"])
+        if panel["ylim"] is not None:
+            ax.set_ylim(*panel["ylim"])
+        ax.set_xticks(depths)
+        ax.legend(fontsize=7 if several else 8)
+    for ax in (axes if len(checked) <= 2 else axes[-1:]):
+        ax.set_xlabel("routing layers")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+
+    span = f"{depths[0]} to {depths[-1]}" if len(depths) > 1 else f"{depths[0]}"
+    panels_word = ("One panel", "Two panels", "Three panels")[len(checked) - 1]
+    parts = [f"{panels_word} against the number of routing layers, {span}, "
+             + (f"{seeds} seeds per point (a point per seed, lines through the medians)." if several
+                else "one network per point.")]
+    for panel in checked:
+        fmt, words = panel["fmt"], []
+        for name, per_depth in panel["values"].items():
+            middle = [format(float(np.median(a)), fmt) for a in per_depth]
+            said = f"{middle[0]} at every depth" if len(set(middle)) == 1 and len(depths) > 1 else ", ".join(middle)
+            every = np.concatenate(per_depth)
+            low, high = format(float(every.min()), fmt), format(float(every.max()), fmt)
+            if several and low != high:
+                said += f" (medians; single seeds from {low} to {high})"
+            elif several:
+                said += " in every seed"
+            words.append(f"{name} {said}")
+        if panel["reference"] is not None:
+            d, value, label = panel["reference"]
+            words.append(f"{label} {format(float(value), fmt)} at {d} layers")
+        parts.append(f"{panel['label'][0].upper()}{panel['label'][1:]}: " + "; ".join(words) + ".")
+    caption = ("Measures against the number of routing layers, per routing" + (f" ({title})." if title else "."))
+    return describe(fig, " ".join(parts), caption)
+
+
+def activation_correlation_figure(strengths: Sequence[float], correlations: Sequence[Sequence[float]],
+                                  labels: Sequence[str] | None = None, title: str | None = None) -> Figure:
+    """The paper's Figure 4: per layer, the activation correlation (capsule lengths on the original against the
+    transformed images, :func:`capsule_lab.diagnostics.activation_correlation`) against the strength of the affine
+    transformation. ``correlations``: one list per layer, one value per strength; ``labels``: one name per layer
+    (default "layer 1", "layer 2", ...). Each layer has its own colour, marker and line style. Attaches alt text
+    (whether each layer falls as the strength grows, the values at the weakest and strongest transformation, the
+    highest and lowest layer there) and a caption ending in ``title``. Chapter 04."""
+    s = np.asarray(strengths, dtype=float)
+    if s.ndim != 1 or s.size < 2 or not np.all(np.isfinite(s)) or not np.all(np.diff(s) > 0):
+        raise ValueError(f"strengths must be two or more increasing numbers, got {strengths!r}")
+    if isinstance(correlations, Mapping):
+        correlations = list(correlations.values())
+    values = [np.asarray(v, dtype=float) for v in correlations]
+    if not values or len(values) > len(PALETTE) or any(v.shape != s.shape or not np.all(np.isfinite(v))
+                                                       for v in values):
+        raise ValueError(f"correlations must be 1 to {len(PALETTE)} lists of {s.size} finite values, one per strength")
+    labels = [f"layer {k + 1}" for k in range(len(values))] if labels is None else [str(x) for x in labels]
+    if len(labels) != len(values):
+        raise ValueError(f"labels must name each of the {len(values)} layers, got {len(labels)}")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for k, (v, label) in enumerate(zip(values, labels)):
+        ax.plot(s, v, **series(k), label=label)
+    ax.set_xlabel("strength of the affine transformation")
+    ax.set_ylabel("activation correlation")
+    ax.set_title(title or "capsule length correlation, original vs transformed", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+
+    falling = [bool(np.all(np.diff(v) < 0)) for v in values]
+    if all(falling):
+        trend = "Every layer's correlation falls at every step of the strength"
+    elif any(falling):
+        fall = _numbers_words([label for label, f in zip(labels, falling) if f])
+        trend = f"The correlation falls at every step of the strength for {fall}, not for the others"
+    else:
+        trend = "No layer's correlation falls at every step of the strength"
+    start = [format(float(v[0]), ".3f") for v in values]
+    start_words = (f"{start[0]} for every layer" if len(set(start)) == 1
+                   else ", ".join(f"{l} {x}" for l, x in zip(labels, start)))
+    end = [float(v[-1]) for v in values]
+    hi, lo = int(np.argmax(end)), int(np.argmin(end))
+    alt = (f"The activation correlation of capsule lengths on the original and on the transformed digits, against "
+           f"the strength of the affine transformation from {s[0]:g} to {s[-1]:g}, for {len(values)} layers. "
+           f"{trend}: from {start_words} at strength {s[0]:g} to "
+           + ", ".join(f"{l} {e:.3f}" for l, e in zip(labels, end))
+           + f" at strength {s[-1]:g}, where {labels[hi]} is highest and {labels[lo]} lowest.")
+    caption = ("Activation correlation against the strength of the affine transformation, per layer"
+               + (f" ({title})." if title else "."))
+    return describe(fig, alt, caption)
+
+
+def _numbers_words(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -2,7 +2,9 @@
 
 Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``). Pure matplotlib: every function takes tensors
 or arrays, draws, and returns the :class:`matplotlib.figure.Figure` (it never calls ``show``). Inputs are
-checked and a ``ValueError`` names the expected shape.
+checked and a ``ValueError`` names the expected shape. Each ``plot_*`` function attaches alt text and a caption
+written from the numbers it draws (:func:`capsule_lab.figures.describe.describe`), so a chapter ends its cell with
+``show(fig)``. Output capsule j is told apart by colour *and* by line style (its votes) or hatch (its bars).
 
 Shapes (one sample, the batch dimension removed):
     votes      û_{j|i}   (I, J, 2)      for the 2-D toy
@@ -19,9 +21,73 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import stack_per_iteration, tick_labels, to_numpy
-from .style import MAX_FIGURE_WIDTH, OUTPUT_COLORS
+from .describe import describe
+from .style import LINESTYLES, MAX_FIGURE_WIDTH, OUTPUT_COLORS, REFERENCE_COLOR
 
 __all__ = ["plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing"]
+
+#: The hatch of output capsule j's segments in the coupling bars (besides its colour).
+_HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\", "++++")
+
+
+def _join(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _assignment(c: np.ndarray, ins: Sequence[str], outs: Sequence[str]) -> str:
+    """Which output each input couples to most, in words: 'inputs 0, 1 and 2 send most of their vote to v0 (0.72,
+    0.94, 0.84) and input 3 to v1 (0.79)'; 'every coupling is 0.50' when all are equal."""
+    if np.ptp(c) < 5e-4:
+        return f"every coupling is {c.flat[0]:.2f}"
+    best = c.argmax(axis=1)
+    groups = []
+    for j in range(c.shape[1]):
+        rows = [i for i in range(c.shape[0]) if best[i] == j]
+        if rows:
+            who = ("inputs " if len(rows) > 1 else "input ") + _join([ins[i] for i in rows])
+            groups.append((who, len(rows) > 1, f"{outs[j]} (" + ", ".join(f"{c[i, j]:.2f}" for i in rows) + ")"))
+    who, plural, where = groups[0]
+    head = f"{who} send{'' if plural else 's'} most of {'their' if plural else 'its'} vote to {where}"
+    return _join([head] + [f"{who} to {where}" for who, _, where in groups[1:]])
+
+
+def _uniformity(c: np.ndarray) -> str:
+    """How decided couplings (I, J) are: the mean largest coupling of an input against uniform 1/J."""
+    return f"the largest coupling of an input is {c.max(axis=1).mean():.2f} on average (uniform: {1 / c.shape[1]:.2f})"
+
+
+def _state(c: np.ndarray, ins: Sequence[str], outs: Sequence[str]) -> str:
+    """Couplings (I, J) in words: who sends its vote where for a few inputs, how decided they are for many."""
+    return _assignment(c, ins, outs) if c.shape[0] <= 8 else _uniformity(c)
+
+
+def _change(first: float, last: float) -> str:
+    """'grows from 0.70 to 0.89' (or falls, or stays at 0.89)."""
+    if round(first, 2) == round(last, 2):
+        return f"stays at {last:.2f}"
+    return f"{'grows' if last > first else 'falls'} from {first:.2f} to {last:.2f}"
+
+
+def _iterations_alt(c: np.ndarray, ins: Sequence[str], outs: Sequence[str], poses: np.ndarray | None = None) -> str:
+    """The couplings (R, I, J) of iteration 1 and of the last iteration in words, with the output lengths that
+    ``poses`` (R, J, D) give, if given."""
+    R, J = len(c), c.shape[2]
+    lengths = None if poses is None else np.linalg.norm(poses, axis=-1)
+    if R == 1:
+        text = f"In its one iteration {_state(c[0], ins, outs)}"
+        if lengths is not None:
+            text += "; " + _join([f"{outs[j]} has length {lengths[0, j]:.2f}" for j in range(J)])
+        return text + "."
+    text = f"In iteration 1 {_state(c[0], ins, outs)}"
+    if lengths is not None:
+        text += " (" + _join([f"{outs[j]} has length {lengths[0, j]:.2f}" for j in range(J)]) + ")"
+    text += f". By iteration {R} {_state(c[-1], ins, outs)}"
+    if lengths is not None:
+        text += "; the length of " + _join([f"{outs[j]} {_change(lengths[0, j], lengths[-1, j])}"
+                                              for j in range(J)])
+    return text + "."
 
 
 def plot_couplings(
@@ -48,7 +114,9 @@ def plot_couplings(
         cmap: a matplotlib colormap name.
 
     Returns:
-        the Figure (R axes for the panels plus one for the colour bar).
+        the Figure (R axes for the panels plus one for the colour bar), with alt text saying which output each
+        input couples to most in the first and the last iteration (for up to 8 inputs; for more, the mean largest
+        coupling) and a caption (:func:`capsule_lab.figures.describe.describe`).
 
     Chapter 02.
     """
@@ -79,6 +147,10 @@ def plot_couplings(
     fig.colorbar(image, ax=list(axes[0]), label="coupling $c_{ij}$", shrink=0.9)
     if title:
         fig.suptitle(title)
+    iterations = "iteration 1" if R == 1 else f"iterations 1 to {R}"
+    describe(fig, f"Heatmaps of the couplings of {I} input capsules (rows) to {J} output capsules (columns), one "
+                  f"panel per routing iteration, on one colour scale from 0 to 1. " + _iterations_alt(c, ins, outs),
+             f"Couplings of {I} input capsules to {J} output capsules, routing {iterations}")
     return fig
 
 
@@ -108,9 +180,10 @@ def draw_toy(ax, votes, couplings, poses, input_labels: Sequence[str] | None = N
              output_labels: Sequence[str] | None = None, limit: float | None = None) -> None:
     """Draw one routing state of the 2-D toy on ``ax``.
 
-    Each vote û_{j|i} is a thin arrow from the origin in the colour of its output j, as opaque and as
-    wide as its coupling c_ij (a vote that is not listened to fades away); each output v_j is a thick
-    arrow in the same colour. votes ``(I, J, 2)``, couplings ``(I, J)``, poses ``(J, 2)``.
+    Each vote û_{j|i} is a thin arrow from the origin in the colour and line style of its output j (solid for
+    j = 0, dashed for j = 1, ...), as opaque and as wide as its coupling c_ij (a vote that is not listened to
+    fades away); each output v_j is a thick arrow in the same colour, labelled with its name at the tip.
+    votes ``(I, J, 2)``, couplings ``(I, J)``, poses ``(J, 2)``.
 
     Chapter 02.
     """
@@ -121,20 +194,28 @@ def draw_toy(ax, votes, couplings, poses, input_labels: Sequence[str] | None = N
     lim = limit if limit is not None else 1.15 * max(np.abs(u).max(), np.abs(v).max(), 1.0)
     ax.axhline(0, color="0.85", lw=0.8, zorder=0)
     ax.axvline(0, color="0.85", lw=0.8, zorder=0)
-    ax.add_patch(plt.Circle((0, 0), 1.0, fill=False, ls=":", color="0.6", lw=0.8))  # ‖v‖ < 1
+    ax.add_patch(plt.Circle((0, 0), 1.0, fill=False, ls=":", color=REFERENCE_COLOR, lw=0.8))  # ‖v‖ < 1
     for j in range(J):
         for i in range(I):
             w = float(np.clip(c[i, j], 0.0, 1.0))
             ax.annotate("", xy=tuple(u[i, j]), xytext=(0, 0),
                         arrowprops=dict(arrowstyle="-|>", color=OUTPUT_COLORS[j], alpha=0.15 + 0.85 * w,
-                                        lw=0.5 + 2.5 * w, shrinkA=0, shrinkB=0))
+                                        lw=0.5 + 2.5 * w, linestyle=LINESTYLES[j], shrinkA=0, shrinkB=0))
             ax.text(*(u[i, j] * 1.06), ins[i], color=OUTPUT_COLORS[j], fontsize=8, alpha=0.3 + 0.7 * w,
                     ha="center", va="center")
         ax.annotate("", xy=tuple(v[j]), xytext=(0, 0),
                     arrowprops=dict(arrowstyle="simple,head_width=1.1,head_length=1.1", color=OUTPUT_COLORS[j],
                                     ec="black", lw=0.8, shrinkA=0, shrinkB=0))
-        # Invisible line so that the legend has one entry per output capsule.
-        ax.plot([], [], color=OUTPUT_COLORS[j], lw=4, label=f"{outs[j]}  ‖v‖={np.linalg.norm(v[j]):.2f}")
+        # The output's name beside its tip (on the side away from the arrow), so it needs no colour to be found.
+        norm = float(np.linalg.norm(v[j]))
+        if norm > 0:
+            side = np.array([-v[j][1], v[j][0]]) / norm
+            ax.text(*(v[j] * 0.55 + 0.09 * lim * side), outs[j], fontsize=8, fontweight="bold", ha="center",
+                    va="center", color=OUTPUT_COLORS[j], bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none",
+                                                                   alpha=0.8))
+        # Invisible line so that the legend has one entry per output capsule, in its votes' style.
+        ax.plot([], [], color=OUTPUT_COLORS[j], lw=2, linestyle=LINESTYLES[j], marker="",
+                label=f"{outs[j]}  ‖v‖={norm:.2f}")
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
@@ -146,7 +227,8 @@ def draw_coupling_bars(ax, couplings, input_labels: Sequence[str] | None = None,
     """Stacked bars of c_ij on ``ax``: one bar per input capsule i, one segment per output j.
 
     For dynamic routing each bar has height Σ_j c_ij = 1. The segments are drawn output by output
-    (all of j = 0, then j = 1, …), so ``ax.patches[j * I + i].get_height()`` is c_ij.
+    (all of j = 0, then j = 1, …), so ``ax.patches[j * I + i].get_height()`` is c_ij; output j's segments have
+    their own colour and hatch (plain, hatched ////, dotted, ...).
 
     Chapter 02.
     """
@@ -163,7 +245,7 @@ def draw_coupling_bars(ax, couplings, input_labels: Sequence[str] | None = None,
     bottom = np.zeros(I)
     for j in range(J):
         ax.bar(range(I), c[:, j], bottom=bottom, color=OUTPUT_COLORS[j], label=f"to {outs[j]}",
-               edgecolor="white", lw=0.5)
+               edgecolor="white", lw=0.5, hatch=_HATCHES[j])
         bottom += c[:, j]
     ax.set_xticks(range(I), ins)
     ax.set_xlabel("input capsule i")
@@ -179,7 +261,8 @@ def plot_routing_state(votes, couplings, poses, title: str | None = None,
 
     votes ``(I, J, 2)``, couplings ``(I, J)``, poses ``(J, 2)`` (a leading batch dimension of 1 is
     dropped). This is the routing explorer's picture (:mod:`capsule_lab.widgets.routing`). Returns the Figure
-    with two axes: ``axes[0]`` the toy, ``axes[1]`` the bars.
+    with two axes: ``axes[0]`` the toy, ``axes[1]`` the bars, and alt text naming the output each input sends most
+    of its vote to, and the outputs' lengths.
 
     Chapter 02.
     """
@@ -192,6 +275,14 @@ def plot_routing_state(votes, couplings, poses, title: str | None = None,
     right.set_title("couplings $c_{ij}$ (softmax over j)")
     if title:
         fig.suptitle(title)
+    I, J, _ = u.shape
+    ins = tick_labels(input_labels, I, "{}", "input_labels")
+    outs = tick_labels(output_labels, J, "v{}", "output_labels")
+    lengths = _join([f"{outs[j]} of length {np.linalg.norm(v[j]):.2f}" for j in range(J)])
+    describe(fig, f"Left: the 2-D votes of {I} input capsules for {J} output capsules, thin arrows as opaque and as "
+                  f"thick as their couplings, and the outputs as thick arrows, {lengths}. Right: one stacked bar of "
+                  f"couplings per input capsule; {_state(c, ins, outs)}.",
+             f"Votes, outputs and couplings of {I} input and {J} output capsules after routing")
     return fig
 
 
@@ -215,7 +306,8 @@ def plot_toy_routing(
         title: the figure's title.
 
     Returns:
-        the Figure, one axis per iteration titled ``iteration r``.
+        the Figure, one axis per iteration titled ``iteration r``, with alt text saying where each input sends
+        most of its vote and how long the outputs are in the first and the last iteration.
 
     Chapter 02.
     """
@@ -234,4 +326,12 @@ def plot_toy_routing(
         ax.set_title(f"iteration {r + 1}")
     if title:
         fig.suptitle(title)
+    I, J, _ = u.shape
+    ins = tick_labels(input_labels, I, "{}", "input_labels")
+    outs = tick_labels(output_labels, J, "v{}", "output_labels")
+    describe(fig, f"The 2-D votes of {I} input capsules for {J} output capsules, one panel per routing iteration: "
+                  f"votes are thin arrows, as opaque and as thick as their couplings, outputs thick arrows. "
+                  + _iterations_alt(c, ins, outs, v),
+             f"Routing by agreement on a 2-D toy of {I} input and {J} output capsules, "
+             + ("iteration 1" if R == 1 else f"iterations 1 to {R}"))
     return fig

@@ -7,11 +7,9 @@ widget's default state for the static book.
 
 from __future__ import annotations
 
-import html
-
 import ipywidgets as widgets
 
-from ..figures.parse_tree import format_layer_table, parse_tree_explorer_figure
+from ..figures.parse_tree import layer_statistics_table, parse_tree_explorer_figure
 from .figure_output import show_figure_png
 
 __all__ = ["ParseTreeExplorer", "parse_tree_explorer"]
@@ -19,7 +17,8 @@ __all__ = ["ParseTreeExplorer", "parse_tree_explorer"]
 
 class ParseTreeExplorer(widgets.VBox):
     """The parse-tree explorer (see :func:`parse_tree_explorer`): ``depth`` and ``routing`` controls, an
-    ``image`` of the figure and the layer ``table``; ``figure`` and ``summary`` hold what is shown."""
+    ``image`` of the figure and the layer ``table`` (an HTML table with a caption, read as a table by a screen
+    reader); ``figure`` and ``summary`` hold what is shown. Chapter 04."""
 
     def __init__(self, summaries: dict, depth: int | None = None, routing: str = "dynamic"):
         if not isinstance(summaries, dict) or not summaries:
@@ -45,18 +44,21 @@ class ParseTreeExplorer(widgets.VBox):
     def _redraw(self, change=None) -> None:
         key = (self.depth.value, self.routing.value)
         if key not in self.summaries:
-            self.table.value = f"<pre>no network trained for {key[0]} routing layers with {key[1]} routing</pre>"
+            self.table.value = f"<p>no network trained for {key[0]} routing layers with {key[1]} routing</p>"
             self.image.value = b""
             return
         self.summary = self.summaries[key]
         fig = parse_tree_explorer_figure(self.summaries, *key)
         self.figure = show_figure_png(self.image, fig, dpi=60)
-        self.table.value = f"<pre>{html.escape(format_layer_table(self.summary.table))}</pre>"
+        name = "RBA" if key[1] == "dynamic" else "uniform routing"
+        self.table.value = layer_statistics_table(
+            self.summary.table, caption=f"Per-layer statistics, {key[0]} routing layers with {name}")._repr_html_()
 
 
 def parse_tree_explorer(summaries: dict, depth: int | None = None, routing: str = "dynamic") -> ParseTreeExplorer:
     """A widget to compare the parse trees of trained deep CapsNets: pick the number of routing layers and
-    the routing (RBA or uniform); it draws :func:`parse_tree_explorer_figure` and prints the layer table.
+    the routing (RBA or uniform); it draws :func:`parse_tree_explorer_figure` and shows the layer table
+    (:func:`capsule_lab.figures.parse_tree.layer_statistics_table`).
 
     summaries: ``{(routing layers, "dynamic" | "uniform"): ParseTreeSummary}``. Chapter 04.
     """

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..figures.capsnet import plot_pose_sweep
+from ..figures.describe import describe, description_of
 from ..modes import eval_mode
 from .figure_output import show_figure
 
@@ -23,6 +24,9 @@ __all__ = ["SABOUR_PERTURBATIONS", "pose_sweep", "pose_explorer_figure", "PoseEx
 
 # Sabour et al., Fig. 4: one pose dimension tweaked by intervals of 0.05 in [−0.25, 0.25].
 SABOUR_PERTURBATIONS = tuple(round(0.05 * k, 2) for k in range(-5, 6))
+# The sliders' starting values (pose dimension, perturbation).
+_DEFAULT_DIM, _DEFAULT_DELTA = 0, 0.25
+
 
 def _image(image, model) -> torch.Tensor:
     if not isinstance(image, torch.Tensor) or not image.is_floating_point():
@@ -91,14 +95,23 @@ def pose_explorer_figure(model, image: torch.Tensor, dims: Sequence[int] | None 
     """The pose explorer's static counterpart: every pose dimension × every perturbation (Sabour, Fig. 4).
 
     Returns the Figure of :func:`capsule_lab.figures.plot_pose_sweep` for :func:`pose_sweep` (rows =
-    dimensions, columns = perturbations); the widget shows one cell of it at a time, beside the input.
+    dimensions, columns = perturbations); the widget shows one cell of it at a time, beside the input. Its alt
+    text says where in the grid the widget's starting state is, and its caption names the sliders.
 
     Chapter 02.
     """
     sweep, winner = pose_sweep(model, image, dims, perturbations)
-    dims = list(range(sweep.shape[0])) if dims is None else list(dims)
-    return plot_pose_sweep(sweep, perturbations, dims,
-                           title=f"capsule of class {winner}: one pose dimension perturbed per row")
+    dims = list(range(sweep.shape[0])) if dims is None else [int(d) for d in dims]
+    fig = plot_pose_sweep(sweep, perturbations, dims,
+                          title=f"capsule of class {winner}: one pose dimension perturbed per row")
+    deltas = [round(float(x), 6) for x in perturbations]
+    alt = f"The winning capsule is of class {winner}. " + description_of(fig).alt
+    if _DEFAULT_DIM in dims and _DEFAULT_DELTA in deltas:
+        row, column = dims.index(_DEFAULT_DIM) + 1, deltas.index(_DEFAULT_DELTA) + 1
+        alt += (f" The widget opens at dim {_DEFAULT_DIM} with {_DEFAULT_DELTA:+.2f} added: row {row}, column "
+                f"{column} of the grid.")
+    return describe(fig, alt, f"The pose explorer's every setting for one digit, read as class {winner}: rows are "
+                              "its pose-dimension slider, columns its perturbation slider")
 
 
 class PoseExplorer(widgets.VBox):
@@ -112,9 +125,10 @@ class PoseExplorer(widgets.VBox):
         self.image = _image(image, model)
         self.poses, self.winner = _winning_poses(model, self.image)
         D = self.poses.shape[-1]
-        self.dim = widgets.IntSlider(value=0, min=0, max=D - 1, step=1, description="pose dimension",
+        self.dim = widgets.IntSlider(value=_DEFAULT_DIM, min=0, max=D - 1, step=1, description="pose dimension",
                                      continuous_update=False, style={"description_width": "initial"})
-        self.delta = widgets.FloatSlider(value=0.25, min=-0.25, max=0.25, step=0.05, description="perturbation",
+        self.delta = widgets.FloatSlider(value=_DEFAULT_DELTA, min=-0.25, max=0.25, step=0.05,
+                                         description="perturbation",
                                          continuous_update=False, readout_format="+.2f",
                                          style={"description_width": "initial"})
         self.output = widgets.Output()

@@ -12,11 +12,15 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
+from ..figures.describe import describe, description_of
 from ..figures.routing import plot_routing_state
 from ..routing import ScaledRouter, check_votes
 from .figure_output import show_figure
 
 __all__ = ["toy_votes", "routing_explorer_figure", "RoutingExplorer", "routing_explorer"]
+
+# The sliders' starting values: what routing_explorer_figure draws by default.
+_DEFAULT_ITERATIONS, _DEFAULT_SCALE = 3, 1.0
 
 
 def toy_votes() -> torch.Tensor:
@@ -49,15 +53,22 @@ def _toy(votes) -> torch.Tensor:
     return votes.detach()
 
 
-def routing_explorer_figure(votes=None, iterations: int = 3, scale: float = 1.0):
+def routing_explorer_figure(votes=None, iterations: int = _DEFAULT_ITERATIONS, scale: float = _DEFAULT_SCALE):
     """The routing explorer's picture for fixed values: the toy after ``iterations`` iterations, and its couplings.
 
     votes ``(1, I, J, 2)`` or ``(I, J, 2)`` (default :func:`toy_votes`). Returns the Figure of
-    :func:`capsule_lab.figures.plot_routing_state` (``axes[1].patches[j * I + i]`` has height c_ij).
+    :func:`capsule_lab.figures.plot_routing_state` (``axes[1].patches[j * I + i]`` has height c_ij), with alt
+    text for these settings and a caption that names the explorer's sliders (``show(fig)`` shows both).
 
     Chapter 02.
     """
-    return _routing_state(_toy(votes), iterations, scale)[0]
+    fig = _routing_state(_toy(votes), iterations, scale)[0]
+    settings = f"r = {iterations} iteration{'s' * (iterations != 1)}, agreement scale λ = {scale:g}"
+    where = ("at its default settings" if (iterations, scale) == (_DEFAULT_ITERATIONS, _DEFAULT_SCALE)
+             else f"at {settings} (defaults r = {_DEFAULT_ITERATIONS}, λ = {_DEFAULT_SCALE:g})")
+    return describe(fig, f"The routing explorer after {settings}. " + description_of(fig).alt,
+                    f"The routing explorer {where}; its sliders change the number of iterations r and the "
+                    "agreement scale λ")
 
 
 def _routing_state(votes: torch.Tensor, iterations: int, scale: float):
@@ -77,9 +88,10 @@ class RoutingExplorer(widgets.VBox):
 
     def __init__(self, votes=None):
         self.votes = _toy(votes)
-        self.iterations = widgets.IntSlider(value=3, min=1, max=6, step=1, description="iterations r",
+        self.iterations = widgets.IntSlider(value=_DEFAULT_ITERATIONS, min=1, max=6, step=1, description="iterations r",
                                             continuous_update=False, style={"description_width": "initial"})
-        self.scale = widgets.FloatSlider(value=1.0, min=0.0, max=5.0, step=0.25, description="agreement scale λ",
+        self.scale = widgets.FloatSlider(value=_DEFAULT_SCALE, min=0.0, max=5.0, step=0.25,
+                                         description="agreement scale λ",
                                          continuous_update=False, readout_format=".2f",
                                          style={"description_width": "initial"})
         self.output = widgets.Output()
