@@ -236,7 +236,7 @@ notebooks: $(SETUP_STAMP) data
 	printf '%s\n' $(NOTEBOOKS) | $(NB_ENV) xargs -P 1 -I{} $(VENV)/bin/jupyter nbconvert \
 	  --to notebook --execute --inplace --ExecutePreprocessor.timeout=$(CELL_TIMEOUT) \
 	  --ExecutePreprocessor.record_timing=False {}
-	$(PY) -m capsule_lab.figures.describe $(NOTEBOOKS)
+	$(VENV)/bin/capsule-lab captions $(NOTEBOOKS)
 	$(VENV)/bin/capsule-lab assign
 
 # ---------------------------------------------------------------- clean

@@ -82,7 +82,7 @@ module                     concept                                              
                            seconds per epoch, peak GPU memory, test accuracy after it (on a GPU)
 ``grading``                exercises: tasks per chapter, checks, notebook grading, ``assign``        exercises
 ``cli``                    the ``capsule-lab`` command: ``data``, ``assign``, ``grade``,             —
-                           ``grade-merge``, ``bench``, ``smoke``
+                           ``grade-merge``, ``captions``, ``bench``, ``smoke``
 =========================  ========================================================================  ==========
 
 ``routing``, ``models``, ``figures``, ``widgets`` and ``grading`` are packages (one module per concept

@@ -9,6 +9,8 @@
                                                     N at a time; skips those already graded in DIR;
                                                     exit 0 when every notebook was graded, 1 if not
     capsule-lab grade-merge DIR... --out DIR        one grades.csv from the report folders of shards
+    capsule-lab captions NOTEBOOK...                copy each figure's alt text and caption into its cell's
+                                                    metadata for the book, after executing (chapters 01-08)
     capsule-lab bench routing [--device D] [--repeats N] [--shapes S...] [--no-memory]
                                                     time routing implementations, print JSON (chapter 02)
     capsule-lab bench steps [--profile quick|full] [--device D] [--repeats N] [--batch B]
@@ -368,6 +370,20 @@ def _smoke_epoch(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- captions
+
+def _captions_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="executed notebooks (.ipynb), changed in place")
+
+
+def _captions(args: argparse.Namespace) -> int:
+    from .figures.describe import caption_cells
+
+    for path in args.notebooks:
+        print(f"{path}: {caption_cells(path)} figure(s) captioned")
+    return 0
+
+
 #: The subcommands by name, each a :class:`Command` (help line, arguments, what runs).
 COMMANDS: dict[str, Command] = {
     "data": Command("fetch the datasets (offline sources; --online also downloads)", _data_arguments, _data),
@@ -375,6 +391,8 @@ COMMANDS: dict[str, Command] = {
     "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
     "grade-merge": Command("merge the report folders of `grade --shard` runs into one grades.csv",
                            _grade_merge_arguments, _grade_merge),
+    "captions": Command("copy figures' alt text and captions into their cells' metadata (MyST-NB reads them)",
+                        _captions_arguments, _captions),
     "bench": Command("benchmark routing implementations, training steps or every router; prints JSON",
                      _bench_arguments, _bench),
     "smoke": Command("build every chapter's networks and data, two training steps and one evaluation batch each",

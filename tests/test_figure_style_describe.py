@@ -172,7 +172,11 @@ def test_caption_cells_drops_a_stale_caption_and_keeps_other_options(tmp_path):
 
 def test_caption_cells_refuses_two_figures_in_a_cell_and_bad_paths(tmp_path):
     path = _notebook(tmp_path, [[_image({"alt": ALT, "caption": "a"}), _image({"alt": ALT, "caption": "b"})]])
-    with pytest.raises(ValueError, match="2 figures in one cell"):
+    with pytest.raises(ValueError, match="a figure and 1 other displayed output"):
+        fd.caption_cells(path)
+    table = {"output_type": "display_data", "data": {"text/html": "<table></table>", "text/plain": "t"}, "metadata": {}}
+    path = _notebook(tmp_path, [[table, _image({"alt": ALT, "caption": "a"})]])
+    with pytest.raises(ValueError, match="show a figure in a cell of its own"):
         fd.caption_cells(path)
     with pytest.raises(ValueError, match="existing .ipynb file"):
         fd.caption_cells(tmp_path / "missing.ipynb")
@@ -225,3 +229,14 @@ def test_figure_metadata_survives_json_of_real_notebooks():
             for key in ("figure", "image"):
                 for value in cell.get("metadata", {}).get("mystnb", {}).get(key, {}).values():
                     assert isinstance(value, str), (chapter.name, key, value)
+
+
+def test_the_captions_command_captions_notebooks_and_refuses_bad_paths(tmp_path, capsys):
+    from capsule_lab import cli
+
+    path = _notebook(tmp_path, [[_image({"alt": ALT, "caption": "First"})]])
+    assert cli.main(["captions", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: 1 figure(s) captioned\n"
+    assert nbformat.read(path, as_version=4).cells[0].metadata["mystnb"]["image"] == {"alt": ALT}
+    assert cli.main(["captions", str(tmp_path / "none.ipynb")]) == 2
+    assert "existing .ipynb file" in capsys.readouterr().err

@@ -14,6 +14,8 @@ import torch  # noqa: E402
 
 from capsule_lab.figures import (DEFAULT_PAIRS, MAX_FIGURE_WIDTH, plot_similarity_routing,  # noqa: E402
                                  similarity_clusters, similarity_grid_figure, clustered_votes)
+from capsule_lab.figures.describe import description_of  # noqa: E402
+from capsule_lab.figures.learned_routing import similarity_routing_words  # noqa: E402
 from capsule_lab.routing import similarity_objective  # noqa: E402
 from capsule_lab.widgets import (SimilarityRoutingExplorer, similarity_routing_explorer,  # noqa: E402
                                  similarity_routing_explorer_figure, similarity_routing_result)
@@ -188,3 +190,48 @@ def test_explorer_figure_is_the_default_state():
     assert np.allclose(fig.axes[0].collections[1].get_array(), r.couplings)
     other = similarity_routing_explorer_figure(v[:10], a[:10], lam1=1.0, lam2=0.0, length_scale=0.5, iterations=2)
     assert np.allclose(other.axes[0].collections[1].get_offsets(), v[:10].numpy())
+
+
+# ---------------------------------------------------------------- alt text and captions written from the data
+
+def test_similarity_routing_words_names_the_cluster_the_pose_settled_on():
+    votes, acts = [[0.0, 0.0], [0.1, 0.0], [1.0, 0.0]], [0.9, 0.7, 0.1]
+    text = similarity_routing_words(votes, acts, [0.5, 0.3, 0.2], [0.05, 0.0], 0.2)
+    assert text == "largest coupling 0.50; pose at (0.05, 0.00), among 2 votes within ℓ (mean activation 0.80)"
+    text = similarity_routing_words(votes, acts, [0.1, 0.1, 0.8], [0.95, -0.001], 0.2)
+    assert text == "largest coupling 0.80; pose at (0.95, 0.00), among 1 vote within ℓ (mean activation 0.10)"
+    assert similarity_routing_words(votes, acts, [0.4, 0.3, 0.3], [0.5, 0.5], 0.2).endswith("no vote within ℓ")
+    with pytest.raises(ValueError, match=r"couplings must have shape \(I,\) = \(3,\)"):
+        similarity_routing_words(votes, acts, [0.5, 0.5], [0.0, 0.0], 0.2)
+    with pytest.raises(ValueError, match="length_scale must be a finite number > 0"):
+        similarity_routing_words(votes, acts, [0.5, 0.3, 0.2], [0.0, 0.0], 0.0)
+
+
+def test_similarity_grid_figure_description_follows_each_panel():
+    v, a = clustered_votes()
+    described = description_of(similarity_grid_figure())
+    for lam1, lam2 in DEFAULT_PAIRS:
+        r = similarity_clusters(v, a, lam1, lam2, 0.2, 3)
+        near = int((np.linalg.norm(v.numpy() - r.pose, axis=1) <= 0.2).sum())      # votes within ℓ of the pose
+        panel = described.alt.split(f"λ1 = {lam1:g}, λ2 = {lam2:g}: ")[1].split("; λ1")[0]
+        assert panel.startswith(f"largest coupling {r.couplings.max():.2f};")
+        assert (f"among {near} vote" in panel) if near else panel.rstrip(".").endswith("no vote within ℓ")
+    # the kernel alone settles on the silent cluster, λ2 on the active one: the alt text says which
+    silent = similarity_routing_words(v, a, *similarity_clusters(v, a, 0.05, 0.0, 0.2, 3)[:2], 0.2)
+    active = similarity_routing_words(v, a, *similarity_clusters(v, a, 0.0, 0.2, 0.2, 3)[:2], 0.2)
+    assert silent in described.alt and active in described.alt
+    assert float(silent.split("mean activation ")[1][:4]) < 0.2 < 0.8 < float(active.split("mean activation ")[1][:4])
+    assert described.caption == "Similarity routing of one output capsule for 4 pairs (λ1, λ2), ℓ = 0.2, T = 3"
+
+
+def test_explorer_figure_description_is_its_state_and_says_when_it_is_the_default():
+    v, a = clustered_votes()
+    described = description_of(similarity_routing_explorer_figure(v, a))
+    r = similarity_routing_result(v, a, 0.0, 0.2)
+    assert described.caption.startswith("The similarity-routing explorer at its default settings (λ1 = 0, λ2 = 0.2")
+    assert f"the objective F = {r['objective']:.4f}" in described.alt
+    assert f"Largest coupling {r['couplings'].max():.2f}; pose at ({r['pose'][0]:.2f}, {r['pose'][1]:.2f})" in \
+        described.alt
+    other = description_of(similarity_routing_explorer_figure(v, a, lam1=1.0, lam2=0.0, length_scale=0.5))
+    assert other.caption == "The similarity-routing explorer's picture at λ1 = 1, λ2 = 0, ℓ = 0.5, T = 3"
+    assert other.alt != described.alt

@@ -1,7 +1,7 @@
 """Every chapter figure is described and captioned from its data, and results are tables, not printed text.
 
-- Each code cell of a chapter that shows an image shows exactly one (MyST-NB's figure options apply to a whole
-  cell), with a description in the output's metadata (``capsule_lab.figures.show``) whose alt text passes
+- Each code cell of a chapter that shows an image shows nothing else but printed text (MyST-NB's figure options
+  apply to every displayed output of a cell: a table beside the figure would be captioned too), with a description in the output's metadata (``capsule_lab.figures.show``) whose alt text passes
   ``check_alt_text``, copied into the cell's metadata where MyST-NB reads it (``mystnb.image.alt``,
   ``mystnb.figure.caption``, ``mystnb.figure.name``) — so a stale caption or one copied by hand fails.
 - No figure of a notebook repeats another's alt text (a description is of *this* figure).
@@ -75,8 +75,10 @@ def test_every_figure_has_alt_text_and_a_caption_from_its_data(path):
             if "figure" in cell.metadata.get("mystnb", {}):
                 problems.append(f"cell {index}: a caption in its metadata but no figure")
             continue
-        if len(images) > 1:
-            problems.append(f"cell {index}: {len(images)} figures in one cell (show one figure per cell)")
+        rich = [o for o in cell.get("outputs", []) if o.get("output_type") in ("display_data", "execute_result")]
+        if len(rich) > 1:
+            problems.append(f"cell {index}: a figure and {len(rich) - 1} other displayed output(s) in one cell "
+                            "(MyST-NB would caption each of them: show the figure in a cell of its own)")
             continue
         described = images[0].get("metadata", {}).get(METADATA_KEY)
         if not described:
@@ -91,7 +93,7 @@ def test_every_figure_has_alt_text_and_a_caption_from_its_data(path):
         if mystnb.get("image", {}).get("alt") != described["alt"] or \
                 mystnb.get("figure", {}).get("caption") != described["caption"]:
             problems.append(f"cell {index}: the cell's metadata does not hold the figure's description "
-                            "(run `python -m capsule_lab.figures.describe` on the notebook, as `make notebooks` does)")
+                            "(run `capsule-lab captions` on the notebook, as `make notebooks` does)")
         name = mystnb.get("figure", {}).get("name")
         if not name:
             problems.append(f"cell {index}: the figure has no name")

@@ -16,10 +16,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 
+from capsule_lab.figures.describe import description_of  # noqa: E402
+from capsule_lab.figures.style import REFERENCE_COLOR  # noqa: E402
 from capsule_lab.figures import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure,  # noqa: E402
                                  keys_per_class_figure, parse_tree_graph, parse_tree_graph_figure,
                                  plot_backtracked_image, pruning_curve_figure, pruning_explorer_figure,
                                  receptive_field_centres, saliency_figure, step_summary)
+from capsule_lab.figures.rem import coupling_histogram_figure  # noqa: E402
 from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
 from capsule_lab.rem_study import RemRun, RoutingMeasure, Step  # noqa: E402
 from capsule_lab.widgets import pruning_explorer  # noqa: E402
@@ -108,7 +111,12 @@ def test_entropy_vs_levels_draws_the_inputs_and_the_ceiling():
     ax, ax_acc = fig.axes
     for line, name in zip(ax.lines, entropies):
         assert list(line.get_xdata()) == levels and list(line.get_ydata()) == entropies[name]
-    assert ax.lines[2].get_ydata()[0] == pytest.approx(math.log2(100)) and ax.lines[2].get_linestyle() == "--"
+    assert ax.lines[2].get_ydata()[0] == pytest.approx(math.log2(100)) and ax.lines[2].get_linestyle() == ":"
+    assert ax.lines[2].get_color() == REFERENCE_COLOR                   # a reference line: grey, dotted
+    # every model has its own marker and line style, in both panels
+    assert len({(l.get_marker(), l.get_linestyle()) for l in ax.lines[:2]}) == 2
+    assert [(l.get_marker(), l.get_color()) for l in ax_acc.lines] == [(l.get_marker(), l.get_color())
+                                                                        for l in ax.lines[:2]]
     assert np.allclose(ax_acc.lines[1].get_ydata(), [99.5] * 4)
     plt.close(fig)
     with pytest.raises(ValueError, match=r"entropies\['Q'\] must have shape \(K,\) = \(4,\)"):
@@ -293,3 +301,162 @@ def test_pruning_explorer_slider_changes_the_shown_step():
     assert graph.get_title().startswith(f"class 0 ({int((run.pruned[0].test.predictions == 0).sum())} images)")
     with pytest.raises(ValueError, match=r"label must be a class index in \[0, 3\)"):
         pruning_explorer(run, GRID, label=3)
+
+
+# ---------------------------------------------------------------- alt text and captions written from the data
+
+def words(fig) -> tuple[str, str]:
+    """The alt text and the caption a figure function attached."""
+    described = description_of(fig)
+    assert described is not None, "the figure function attaches no description"
+    plt.close(fig)
+    return described.alt, described.caption
+
+
+def flat_measure(n: int = 12) -> RoutingMeasure:
+    """Every image couples every capsule with 1/J to every class: one key per class, entropy 0."""
+    predictions = torch.arange(n) % J
+    return RoutingMeasure(accuracy=1.0, loss=0.1, couplings=torch.full((n, 18, J), 1 / J), predictions=predictions,
+                          labels=predictions)
+
+
+def change(first: float, last: float) -> str:
+    return "rises" if last > first + 0.05 else "falls" if last < first - 0.05 else "stays level"
+
+
+def test_pruning_curve_description_gives_each_runs_first_and_last_numbers():
+    run = make_run()
+    alt, caption = words(pruning_curve_figure(run.pruned, dense=run.dense, paper={"entropy": 4.31, "accuracy": 0.996},
+                                              title="mnist: while REM prunes"))
+    for name, steps in (("REM (solid)", run.pruned), ("Q (dashed)", run.dense)):
+        h0, h1 = hand_entropy(steps[0].test)[0], hand_entropy(steps[-1].test)[0]
+        a0, a1 = 100 * steps[0].test.accuracy, 100 * steps[-1].test.accuracy
+        assert (f"{name}: entropy {change(h0, h1)} from {h0:.2f} to {h1:.2f} bits, accuracy {change(a0, a1)} from "
+                f"{a0:.1f} % to {a1:.1f} %") in alt
+    assert f"from 0 % to {100 * (1 - 0.8 ** 3):.1f} %" in alt              # the sparsity of epochs 1 and 5
+    assert "the paper's REM at 4.31 bits and 99.60 %" in alt and caption == "mnist: while REM prunes"
+    # a run that ends where it began stays level; without a dense run nothing is said about Q
+    alt, _ = words(pruning_curve_figure([run.pruned[2], run.pruned[2]]))
+    assert "entropy stays level" in alt and "Q (dashed)" not in alt and "paper" not in alt
+
+
+def test_entropy_accuracy_description_names_the_run_that_ends_lowest():
+    run = make_run()
+    flat = [Step(e, {"overall": 0.0}, 0.3, flat_measure(), {}) for e in (1, 2)]
+    alt, caption = words(entropy_accuracy_figure({"Q": run.dense, "REM": run.pruned, "flat": flat}, levels=6))
+    assert "flat ends with the lowest entropy" in alt and caption.startswith("Entropy against test accuracy")
+    h0, h1 = hand_entropy(run.pruned[0].test, 6)[0], hand_entropy(run.pruned[-1].test, 6)[0]
+    assert (f"REM from {100 * run.pruned[0].test.accuracy:.1f} % and {h0:.2f} bits (epoch 1) to "
+            f"{100 * run.pruned[-1].test.accuracy:.1f} % and {h1:.2f} bits (epoch 5)") in alt
+    rose = sum(hand_entropy(s[-1].test, 6)[0] > hand_entropy(s[0].test, 6)[0] for s in (run.dense, run.pruned))
+    assert f"higher at the last epoch than at the first in {rose} of 3 runs" in alt
+    # every run has its own marker and line style
+    fig = entropy_accuracy_figure({"Q": run.dense, "REM": run.pruned, "flat": flat})
+    assert len({(l.get_marker(), l.get_linestyle()) for l in fig.axes[0].lines}) == 3
+    plt.close(fig)
+
+
+def test_entropy_vs_levels_description_reads_the_curves():
+    levels = [2, 6, 11, 21]
+    alt, caption = words(entropy_vs_levels_figure(
+        levels, {"Q": [1.0, 6.0, 5.5, 6.6], "REM": [0.5, 1.5, 2.5, 3.0]}, ceiling=math.log2(100),
+        accuracies={"Q": [0.5, 0.9, 0.99, 0.995], "REM": [0.4, 0.98, 0.99, 0.985]}))
+    assert "Q's is lowest at K = 2 (1.00 bits), highest at K = 21 (6.60), not monotonic (its largest fall from " \
+           "K = 6 to 11)" in alt
+    assert "REM's is lowest at K = 2 (0.50 bits), highest at K = 21 (3.00), never falling as K grows" in alt
+    assert "REM is at or below Q at 4 of 4 K" in alt
+    assert "quarter bit of the 6.64-bit ceiling (dotted): Q at K = 21." in alt
+    assert "Q's from K = 11 on (99.5 % at best, 50.0 % at K = 2)" in alt and "REM's from K = 6 on" in alt
+    assert caption == "Entropy and test accuracy against the number of quantisation levels K"
+    alt, caption = words(entropy_vs_levels_figure(levels, {"Q": [3.0, 2.0, 2.0, 1.0], "REM": [2.0, 2.5, 1.0, 0.5]}))
+    assert "never rising as K grows" in alt and "REM is at or below Q at 3 of 4 K" in alt
+    assert "ceiling" not in alt and "right" not in alt and "accuracy" not in caption
+    alt, _ = words(entropy_vs_levels_figure(levels + [51], {"Q": [7.4, 7.5, 7.45, 7.4, 7.6]}, ceiling=7.64))
+    assert "Within a quarter bit of the 7.64-bit ceiling (dotted): Q at 5 of 5 K." in alt
+
+
+def test_keys_per_class_description_and_hatches():
+    keys = {"Q": {0: 12, 1: 30, 2: 7}, "REM": {0: 3, 2: 4}}
+    fig = keys_per_class_figure(keys, class_names=["zero", "one", "two"], title="mnist: keys")
+    first, second = fig.axes[0].containers
+    assert first.patches[0].get_hatch() in (None, "") and second.patches[0].get_hatch() == "//"
+    assert first.patches[0].get_facecolor() != second.patches[0].get_facecolor()
+    alt, caption = words(fig)
+    assert "Q has 16.3 keys per class on average, most for one (30), fewest for two (7)" in alt
+    assert "REM has 2.3 keys per class on average, most for two (4), fewest for one (0)" in alt
+    assert "REM has fewer keys than Q in 3 of 3 classes" in alt and caption == "mnist: keys"
+    alt, _ = words(keys_per_class_figure({"Q": {0: 2, 1: 5}, "REM": {0: 2, 1: 9}}))
+    assert "REM has fewer keys than Q in 0 of 2 classes" in alt
+
+
+def test_coupling_histogram_figure_draws_the_couplings_and_the_edges_it_names():
+    couplings = {("mnist", "Q"): np.linspace(0.08, 0.12, 1001), ("mnist", "REM"): np.linspace(0.09, 0.11, 1001),
+                 ("fashion", "Q"): np.linspace(0.07, 0.13, 1001)}
+    fig = coupling_histogram_figure(couplings, levels=(6, 11), title="couplings, seed 0")
+    left, right = fig.axes
+    steps = [p for p in left.patches]
+    assert len(steps) == 2 and steps[0].get_linestyle()[1] is None           # Q solid, REM dashed
+    assert steps[1].get_linestyle()[1] is not None and steps[0].get_edgecolor() != steps[1].get_edgecolor()
+    edges = sorted(round(l.get_xdata()[0], 4) for l in left.lines)
+    assert edges == [0.05, 0.1, 0.15, 0.25]                                # K = 11 below 0.3, and K = 6's 0.1
+    assert len(right.patches) == 1 and "fashion" in right.get_title()
+    alt, caption = words(fig)
+    assert "[0.080, 0.120] for mnist Q" in alt and "[0.090, 0.110] for mnist REM" in alt
+    assert "Between 0.071 and 0.129 lie 1 edge of K = 6 (0.1); no edge of K = 11." in alt
+    assert caption == "couplings, seed 0"
+    with pytest.raises(ValueError, match=r"couplings must be a non-empty dict \{\(panel, model\)"):
+        coupling_histogram_figure({"Q": np.ones(3)})
+    with pytest.raises(ValueError, match=r"couplings\[\('a', 'Q'\)\] must be a non-empty 1-D array"):
+        coupling_histogram_figure({("a", "Q"): np.full(3, 2.0)})
+    with pytest.raises(ValueError, match="levels must be a list of 1 to 3"):
+        coupling_histogram_figure(couplings, levels=(3, 5, 7, 9))
+
+
+def test_parse_tree_graph_figure_description_names_the_strongest_capsule():
+    c = torch.full((6, 18, J), 0.05)
+    c[:, 4, 0] = 1.0                                                   # capsule 4: row 0, column 2, type 0
+    q = RoutingMeasure(1.0, 0.0, c, torch.zeros(6, dtype=torch.long), torch.zeros(6, dtype=torch.long))
+    c = torch.full((6, 18, J), 0.05)
+    c[:, 13, 0] = 0.8                                                  # capsule 13: row 2, column 0, type 1
+    rem = RoutingMeasure(1.0, 0.0, c, torch.zeros(6, dtype=torch.long), torch.zeros(6, dtype=torch.long))
+    alt, caption = words(parse_tree_graph_figure({"Q": q, "REM": rem}, 0, GRID, images=torch.rand(6, 1, 9, 9),
+                                                 config=SMALL))
+    assert "Q: 1 of 18 edges (6 images), the strongest coupling 1.00 at row 0, column 2, the largest summed coupling " \
+           "on the image at row 0, column 2" in alt
+    assert "REM: 1 of 18 edges (6 images), the strongest coupling 0.80 at row 2, column 0" in alt
+    assert "above 0.333" in alt and caption == "Parse tree of class 0, backtracked from the predicted class"
+    alt, _ = words(parse_tree_graph_figure({"Q": q}, 1, GRID))
+    assert "Q: no image predicted as class 1, so no edge" in alt and "mean image" not in alt
+
+
+def test_saliency_figure_description_says_which_map_is_on_the_object():
+    images = torch.zeros(1, 1, 8, 8)
+    images[0, 0, :3, :3] = 1.0                                         # the object: 9 of 64 pixels
+    rows, cols = torch.meshgrid(torch.arange(8.0), torch.arange(8.0), indexing="ij")
+    on = torch.exp(-((rows - 1) ** 2 + (cols - 1) ** 2))[None]         # peaks on the object
+    off = torch.exp(-((rows - 6) ** 2 + (cols - 6) ** 2))[None]        # peaks far from it
+    alt, caption = words(saliency_figure(images, {"on": on, "off": off, "flat": torch.ones(1, 8, 8)},
+                                         predictions=torch.tensor([7])))
+
+    def share(m):                                                      # of the map scaled to [0, 1]
+        scaled = (m - m.min()) / (m.max() - m.min())
+        return float(scaled[0, :3, :3].sum() / scaled.sum())
+
+    assert f"on: {100 * share(on):.0f} % of its mass on the object, its brightest pixel there in 1 of 1 images" in alt
+    assert f"off: {100 * share(off):.0f} % of its mass on the object, its brightest pixel there in 0 of 1 images" in alt
+    assert "flat: constant on every image" in alt and "cover 14 % of the images" in alt and "(predicted 7)" in alt
+    assert caption == "on, off and flat over 1 images"
+
+
+def test_pruning_explorer_figure_description_is_the_box_and_the_tree():
+    run = make_run()
+    alt, caption = words(pruning_explorer_figure(run, 4, 1, GRID))
+    s, q = step_summary(run.pruned[4]), step_summary(run.dense[4])
+    edges = int((hand_mean_coupling(run.pruned[4].test, 1) > 1 / J).sum())
+    assert f"at epoch 5 (REM's model), {100 * s['sparsity']:.1f} % sparse" in alt
+    assert f"Parse tree of class 1: {edges} of 18 edges" in alt
+    assert (f"accuracy {100 * s['accuracy']:.2f} %, entropy {s['entropy']:.2f} bits (K = 11), "
+            f"{s['mean_keys']:.1f} keys per class; Q at the same epoch: accuracy {100 * q['accuracy']:.2f} %") in alt
+    assert caption == "The pruned run of mnist, seed 0, at epoch 5 (REM's model): the parse tree of class 1"
+    _, caption = words(pruning_explorer_figure(run, 1, 2, GRID))
+    assert caption == "The pruned run of mnist, seed 0, at epoch 2: the parse tree of class 2"

@@ -30,14 +30,14 @@ from .ladder import (PAPER_TABLE3, activity_profile_figure, coupling_length_figu
                      ladder_explorer_figure, ladder_explorer_result, plot_activity_profile, plot_coupling_length,
                      plot_kept_capsules, plot_step_times, step_time_figure)
 from .learned_routing import (DEFAULT_PAIRS, SimilarityClusters, clustered_votes, plot_similarity_routing,
-                              similarity_clusters, similarity_grid_figure)
+                              similarity_clusters, similarity_grid_figure, similarity_routing_words)
 from .parse_tree import (LAYER_STATISTICS, ParseTreeSummary, activation_correlation_figure, capsule_gradients_figure,
                          dead_rate_search_figure, depth_figure, format_layer_table, layer_statistics_table,
                          parse_tree_explorer_figure, parse_tree_figure, parse_tree_summary, plot_parse_tree)
-from .rem import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure, keys_per_class_figure,
-                  parse_tree_graph, parse_tree_graph_figure, plot_backtracked_image, plot_entropy_accuracy,
-                  plot_entropy_vs_levels, plot_keys_per_class, plot_pruning_curve, pruning_curve_figure,
-                  pruning_explorer_figure, receptive_field_centres, saliency_figure, step_summary)
+from .rem import (class_couplings, coupling_histogram_figure, entropy_accuracy_figure, entropy_vs_levels_figure,
+                  keys_per_class_figure, parse_tree_graph, parse_tree_graph_figure, plot_backtracked_image,
+                  plot_entropy_accuracy, plot_entropy_vs_levels, plot_keys_per_class, plot_pruning_curve,
+                  pruning_curve_figure, pruning_explorer_figure, receptive_field_centres, saliency_figure, step_summary)
 from .router_bench import (MEASURE_LABELS, accuracy_time_figure, measures_figure, plot_accuracy_time,
                            plot_measure)
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
@@ -65,5 +65,5 @@ __all__ = [
     "activity_profile_figure", "plot_step_times", "step_time_figure", "kept_capsule_positions",
     "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure",
     "DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters", "plot_similarity_routing",
-    "similarity_grid_figure",
+    "similarity_grid_figure", "similarity_routing_words", "coupling_histogram_figure",
 ]

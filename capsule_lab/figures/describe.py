@@ -10,16 +10,15 @@ Both are written from the figure's data by the code that draws it, so they say w
    closes it. In Jupyter and Colab the figure shows as any other.
 2. after a notebook is executed (``make notebooks``), :func:`caption_cells` copies them into the cell's metadata,
    where MyST-NB reads them (``mystnb.image.alt``, ``mystnb.figure.caption`` and ``mystnb.figure.name``): the book
-   shows the image with that alt text inside a numbered figure ("Fig. 3. ..."). MyST-NB's options apply to a whole
-   cell, so a chapter cell shows one figure at most.
+   shows the image with that alt text inside a numbered figure ("Fig. 3. ..."). MyST-NB's options apply to every
+   displayed output of a cell, so a figure has a cell of its own (printed text beside it is fine).
 
-``python -m capsule_lab.figures.describe NOTEBOOK...`` runs step 2 (the Makefile does, after executing).
+``capsule-lab captions NOTEBOOK...`` runs step 2 (``make notebooks`` does, after executing).
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,8 +129,8 @@ def caption_cells(path) -> int:
     """Copy each figure's description from its output's metadata into its cell's metadata (MyST-NB's
     ``mystnb.image.alt`` and ``mystnb.figure``), in place; returns the number of figures captioned.
 
-    A cell whose figure has no description loses any stale caption; a cell with two figures is an error (the
-    options apply to the whole cell). Figures without a name are named ``fig-<notebook>-<k>``.
+    A cell whose figure has no description loses any stale caption; a figure beside another displayed output (a
+    second figure, a table) is an error: the options apply to every displayed output of the cell. Figures without a name are named ``fig-<notebook>-<k>``.
     """
     path = Path(path)
     if path.suffix != ".ipynb" or not path.is_file():
@@ -150,9 +149,11 @@ def caption_cells(path) -> int:
         mystnb = cell.setdefault("metadata", {}).get("mystnb", {})
         mystnb.pop("figure", None)
         mystnb.pop("image", None)
-        if len(images) > 1 and described:
-            raise ValueError(f"{path.name}, cell {index}: {len(images)} figures in one cell; MyST-NB's figure "
-                             "options apply to a whole cell, so show one figure per cell")
+        rich = [o for o in cell.get("outputs", []) if o.get("output_type") in ("display_data", "execute_result")]
+        if len(rich) > 1 and described:
+            raise ValueError(f"{path.name}, cell {index}: a figure and {len(rich) - 1} other displayed output(s) in one "
+                             "cell; MyST-NB's figure options apply to every displayed output of a cell, so show a "
+                             "figure in a cell of its own (a table in the cell before it)")
         if described:
             count += 1
             meta = described[0]
@@ -166,17 +167,3 @@ def caption_cells(path) -> int:
     if new_text != text:
         path.write_text(new_text, encoding="utf8")
     return count
-
-
-def main(argv: list[str] | None = None) -> int:
-    paths = sys.argv[1:] if argv is None else argv
-    if not paths:
-        print("usage: python -m capsule_lab.figures.describe NOTEBOOK...", file=sys.stderr)
-        return 2
-    for path in paths:
-        print(f"{path}: {caption_cells(path)} figures captioned")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -18,9 +18,12 @@ their agreement), and a small λ1 + λ2 makes the kernel decide (a hard cluster 
   (:func:`capsule_lab.routing.similarity_routing`): the couplings, the pose and its trajectory;
 - :func:`plot_similarity_routing` — one panel: the votes sized and coloured by their coupling, ringed by their
   activation, the pose μ and its path;
-- :func:`similarity_grid_figure` — the paper's Figure 2: one panel per (λ1, λ2).
+- :func:`similarity_grid_figure` — the paper's Figure 2: one panel per (λ1, λ2);
+- :func:`similarity_routing_words` — what one panel shows, in words, for the figures' alt text.
 
-Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs.
+Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs; a
+``*_figure`` function attaches alt text and a caption written from the routing it draws
+(:func:`capsule_lab.figures.describe.describe`).
 """
 
 from __future__ import annotations
@@ -36,16 +39,17 @@ from matplotlib.figure import Figure
 
 from .._checks import check_nonnegative, check_positive_int, to_numpy
 from ..routing import similarity_routing
-from .style import MAX_FIGURE_WIDTH
+from .describe import describe
+from .style import MAX_FIGURE_WIDTH, PALETTE
 
 __all__ = ["DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters",
-           "plot_similarity_routing", "similarity_grid_figure"]
+           "plot_similarity_routing", "similarity_grid_figure", "similarity_routing_words"]
 
 #: The (λ1, λ2) of :func:`similarity_grid_figure`'s panels by default: the kernel nearly alone (small λ1, no
 #: λ2), λ1 large (spread), the kernel and the activations (no λ1, small λ2), both large.
 DEFAULT_PAIRS = ((0.05, 0.0), (1.0, 0.0), (0.0, 0.2), (1.0, 1.0))
 
-POSE_COLOR = "tab:red"
+POSE_COLOR = PALETTE[1]         # vermillion: the pose, drawn as a star, its path as a line
 COUPLING_CMAP = "viridis"
 
 
@@ -168,7 +172,7 @@ def plot_similarity_routing(ax, votes, activations, couplings, pose, trajectory=
     """Draw one output capsule's similarity routing on ``ax``: every vote ``(I, 2)`` as a dot whose area and
     colour (viridis, 0 … the largest coupling) grow with its coupling c_i ``(I,)``, inside a black ring whose
     thickness grows with its input activation a_i ``(I,)`` (a thin grey ring: a silent capsule); the pose μ
-    ``(2,)`` as a red star, its ``trajectory`` ``(T + 1, 2)`` from μ^0 (a red open circle) as a red line;
+    ``(2,)`` as a vermillion star, its ``trajectory`` ``(T + 1, 2)`` from μ^0 (an open circle) as a line;
     with ``length_scale`` ℓ, a dashed circle of radius ℓ around μ (the kernel's width). Returns the dots'
     scatter (its offsets are the votes, its array the couplings). Chapter 07.
     """
@@ -222,6 +226,32 @@ def _panel_title(lam1: float, lam2: float, c: np.ndarray) -> str:
             f"entropy {_entropy(c):.2f} of log I = {math.log(len(c)):.2f}")
 
 
+def similarity_routing_words(votes, activations, couplings, pose, length_scale: float) -> str:
+    """What one panel of similarity routing shows, in words (for the alt text of chapter 07's figures): the
+    largest coupling, where the final pose is, and how many votes lie within the kernel width ``length_scale``
+    of it with their mean activation — the cluster the pose settled on. votes ``(I, 2)``, activations ``(I,)``,
+    couplings ``(I,)``, pose ``(2,)``. Chapter 07.
+
+    >>> similarity_routing_words([[0.0, 0.0], [1.0, 0.0]], [0.9, 0.1], [0.8, 0.2], [0.05, 0.0], 0.2)
+    'largest coupling 0.80; pose at (0.05, 0.00), among 1 vote within ℓ (mean activation 0.90)'
+    """
+    v = _votes(votes)
+    a = _activations(activations, v.shape[0])
+    c = to_numpy(couplings, "couplings")
+    if c.shape != (v.shape[0],):
+        raise ValueError(f"couplings must have shape (I,) = ({v.shape[0]},), one per vote, got {c.shape}")
+    mu = to_numpy(pose, "pose")
+    if mu.shape != (2,):
+        raise ValueError(f"pose must have shape (2,), got {mu.shape}")
+    scale = _length_scale(length_scale)
+    near = np.linalg.norm(v - mu, axis=1) <= scale
+    count = int(near.sum())
+    where = (f"among {count} vote{'s' if count != 1 else ''} within ℓ (mean activation {a[near].mean():.2f})"
+             if count else "no vote within ℓ")
+    x, y = (round(float(z), 2) + 0.0 for z in mu)                  # + 0.0: no "-0.00"
+    return f"largest coupling {c.max():.2f}; pose at ({x:.2f}, {y:.2f}), {where}"
+
+
 def similarity_grid_figure(votes=None, activations=None, pairs: Sequence[tuple] = DEFAULT_PAIRS,
                            length_scale: float = 0.2, iterations: int = 3) -> Figure:
     """The paper's Figure 2: similarity routing of one output capsule's votes ``(I, 2)`` with ``activations``
@@ -231,7 +261,8 @@ def similarity_grid_figure(votes=None, activations=None, pairs: Sequence[tuple] 
     the couplings' entropy (log I: uniform). With the default toy: small λ1 and λ2 = 0 settle μ on the largest
     cluster, of nearly silent capsules; λ1 = 1 spreads the couplings over all the votes (μ stays near the
     mean); λ1 = 0, λ2 = 0.2 moves μ to the active cluster; λ1 = λ2 = 1: couplings ∝ √a_i, spread over the
-    active votes. Chapter 07.
+    active votes. The figure carries alt text written from each panel's routing
+    (:func:`similarity_routing_words`) and a caption. Chapter 07.
     """
     if votes is None and activations is None:
         votes, activations = clustered_votes()
@@ -254,14 +285,21 @@ def similarity_grid_figure(votes=None, activations=None, pairs: Sequence[tuple] 
     width = min(MAX_FIGURE_WIDTH, 2.5 * cols + 0.6)
     fig, axes = plt.subplots(rows, cols, squeeze=False, figsize=(width, 2.45 * rows * width / (2.5 * cols) + 0.5),
                              constrained_layout=True)
+    said = []
     for k, (lam1, lam2) in enumerate(checked):
         ax = axes.flat[k]
         r = similarity_clusters(v, a, lam1, lam2, length_scale, iterations)
         plot_similarity_routing(ax, v, a, r.couplings, r.pose, r.trajectory, _panel_title(lam1, lam2, r.couplings),
                                 length_scale=length_scale)
+        said.append(f"λ1 = {lam1:g}, λ2 = {lam2:g}: "
+                    + similarity_routing_words(v, a, r.couplings, r.pose, length_scale))
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=7)
     fig.suptitle(f"similarity routing of one output capsule (ℓ = {length_scale:g}, T = {iterations})\n"
                  f"dot: coupling c_i (area, colour) · ring: activation a_i · dashed: radius ℓ", fontsize=9)
-    return fig
+    alt = (f"{n} panels, one per (λ1, λ2), of one output capsule's {len(v)} votes in 2-D: a dot's size is its "
+           f"coupling, its ring its activation, a star the final pose (ℓ = {length_scale:g}, T = {iterations}). "
+           + "; ".join(said) + ".")
+    return describe(fig, alt, f"Similarity routing of one output capsule for {n} pairs (λ1, λ2), "
+                              f"ℓ = {length_scale:g}, T = {iterations}")

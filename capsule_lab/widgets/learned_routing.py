@@ -17,8 +17,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..figures.learned_routing import (_activations, _lambdas, _length_scale, _panel_title, _votes,
-                                       plot_similarity_routing, similarity_clusters, clustered_votes)
+from ..figures.describe import describe
+from ..figures.learned_routing import (_activations, _entropy, _lambdas, _length_scale, _panel_title, _votes,
+                                       clustered_votes, plot_similarity_routing, similarity_clusters,
+                                       similarity_routing_words)
 from ..figures.style import MAX_FIGURE_WIDTH
 from ..routing import similarity_objective
 from .._checks import check_positive_int
@@ -31,6 +33,8 @@ __all__ = ["LAMBDA_VALUES", "LENGTH_SCALES", "similarity_routing_result", "simil
 LAMBDA_VALUES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 #: The values the kernel-width slider offers (the votes lie in the unit disc).
 LENGTH_SCALES = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0)
+#: The explorer's default settings: λ1, λ2, the kernel width ℓ and the iterations T.
+_DEFAULTS = (0.0, 0.2, 0.2, 3)
 
 
 def _toy(votes, activations):
@@ -81,11 +85,27 @@ def similarity_routing_explorer_figure(votes=None, activations=None, lam1: float
     votes ``(I, 2)`` and activations ``(I,)`` (default :func:`~capsule_lab.figures.clustered_votes`), routed by
     similarity routing with λ1, λ2, one Gaussian kernel of width ``length_scale`` and ``iterations`` T
     (:func:`similarity_routing_result`), drawn by :func:`~capsule_lab.figures.plot_similarity_routing`.
-    Returns the Figure. Chapter 07.
+    Returns the Figure, with alt text written from the routing (the couplings, where the pose moves and settles,
+    the objective) and a caption that says whether these are the explorer's default settings and what its
+    sliders change (the default settings are the sliders' starting values, whatever the votes). Chapter 07.
     """
     votes, activations = _toy(votes, activations)
-    return _draw(votes, activations, similarity_routing_result(votes, activations, lam1, lam2, length_scale,
-                                                               iterations))
+    r = similarity_routing_result(votes, activations, lam1, lam2, length_scale, iterations)
+    fig = _draw(votes, activations, r)
+    setting = f"λ1 = {r['lam1']:g}, λ2 = {r['lam2']:g}, ℓ = {r['length_scale']:g}, T = {r['iterations']}"
+    start = r["trajectory"][0] + 0.0
+    words = similarity_routing_words(votes, activations, r["couplings"], r["pose"], r["length_scale"])
+    alt = (f"Similarity routing of one output capsule's {len(r['couplings'])} votes in 2-D at {setting}: a dot's "
+           f"size and colour are its coupling, its ring its activation, and the pose moves from the mean of the "
+           f"votes, ({start[0]:.2f}, {start[1]:.2f}), to a star. {words[0].upper() + words[1:]}; the couplings' "
+           f"entropy is {_entropy(r['couplings']):.2f} of log I = {np.log(len(r['couplings'])):.2f}; the objective "
+           f"F = {r['objective']:.4f}.")
+    is_default = all(abs(x - d) < 1e-12 for x, d in zip(
+        (r["lam1"], r["lam2"], r["length_scale"], r["iterations"]), _DEFAULTS))
+    caption = (f"The similarity-routing explorer at its default settings ({setting}); its sliders change λ1, λ2, "
+               f"the kernel width ℓ and the iterations T" if is_default
+               else f"The similarity-routing explorer's picture at {setting}")
+    return describe(fig, alt, caption)
 
 
 def _option(value, options, name: str):
