@@ -26,9 +26,10 @@ package's and those a notebook cell draws.
 from .capsnet import plot_history, plot_pose_sweep, plot_reconstructions
 from .gradients import (draw_routing_graph, plot_gradient_history, plot_gradient_terms, plot_routing_graphs,
                         routing_graph_edges)
-from .ladder import (PAPER_TABLE3, activity_profile_figure, coupling_length_figure, kept_capsule_positions,
+from .ladder import (PAPER_TABLE3, activity_profile_description, activity_profile_figure, coupling_length_description,
+                     coupling_length_figure, kept_capsule_positions, ladder_explorer_description,
                      ladder_explorer_figure, ladder_explorer_result, plot_activity_profile, plot_coupling_length,
-                     plot_kept_capsules, plot_step_times, step_time_figure)
+                     plot_kept_capsules, plot_step_times, step_time_description, step_time_figure)
 from .learned_routing import (DEFAULT_PAIRS, SimilarityClusters, clustered_votes, plot_similarity_routing,
                               similarity_clusters, similarity_grid_figure, similarity_routing_words)
 from .parse_tree import (LAYER_STATISTICS, ParseTreeSummary, activation_correlation_figure, capsule_gradients_figure,
@@ -38,8 +39,8 @@ from .rem import (class_couplings, coupling_histogram_figure, entropy_accuracy_f
                   keys_per_class_figure, parse_tree_graph, parse_tree_graph_figure, plot_backtracked_image,
                   plot_entropy_accuracy, plot_entropy_vs_levels, plot_keys_per_class, plot_pruning_curve,
                   pruning_curve_figure, pruning_explorer_figure, receptive_field_centres, saliency_figure, step_summary)
-from .router_bench import (MEASURE_LABELS, accuracy_time_figure, measures_figure, plot_accuracy_time,
-                           plot_measure)
+from .router_bench import (MEASURE_LABELS, accuracy_time_description, accuracy_time_figure, measures_description,
+                           measures_figure, plot_accuracy_time, plot_measure)
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
 from .describe import Description, describe, show
 from .style import LINESTYLES, MARKERS, MAX_FIGURE_WIDTH, OUTPUT_COLORS, PALETTE, series, use
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_FIGURE_WIDTH", "OUTPUT_COLORS", "PALETTE", "MARKERS", "LINESTYLES", "series",
     "Description", "describe", "show",
     "MEASURE_LABELS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure", "measures_figure",
+    "accuracy_time_description", "measures_description",
     "plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing",
     "plot_history", "plot_reconstructions", "plot_pose_sweep",
     "routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",
@@ -63,7 +65,8 @@ __all__ = [
     "parse_tree_graph_figure", "saliency_figure", "step_summary", "pruning_explorer_figure",
     "PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "plot_activity_profile",
     "activity_profile_figure", "plot_step_times", "step_time_figure", "kept_capsule_positions",
-    "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure",
+    "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure", "coupling_length_description",
+    "activity_profile_description", "step_time_description", "ladder_explorer_description",
     "DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters", "plot_similarity_routing",
     "similarity_grid_figure", "similarity_routing_words", "coupling_histogram_figure",
 ]

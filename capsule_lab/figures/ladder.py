@@ -18,7 +18,10 @@ Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "
   squared distances and the class activities d_j (eq. 4); the picture of
   :func:`capsule_lab.widgets.ladder_explorer`.
 
-Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs.
+Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs. Each
+``*_figure`` function also attaches what its figure shows, in words written from the data it draws: the alt text
+and the caption (:func:`capsule_lab.figures.describe.describe`), so a chapter's cell ends with
+``show(fig)``. Series are told apart by marker or hatch as well as by colour (:mod:`capsule_lab.figures.style`).
 """
 
 from __future__ import annotations
@@ -33,18 +36,29 @@ from matplotlib.figure import Figure
 from .._checks import check_class_index, check_positive_int, check_tensor, to_numpy
 from ..models.capsnet import BackboneConfig
 from ..models.ladder_capsnet import LadderCapsNet
+from .describe import describe
 from .rem import receptive_field_centres
-from .style import MAX_FIGURE_WIDTH
+from .style import MARKERS, MAX_FIGURE_WIDTH, PALETTE, REFERENCE_COLOR
 
-__all__ = ["PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "plot_activity_profile",
-           "activity_profile_figure", "plot_step_times", "step_time_figure", "kept_capsule_positions",
-           "plot_kept_capsules", "ladder_explorer_result", "ladder_explorer_figure"]
+__all__ = ["PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "coupling_length_description",
+           "plot_activity_profile", "activity_profile_figure", "activity_profile_description", "plot_step_times",
+           "step_time_figure", "step_time_description", "kept_capsule_positions", "plot_kept_capsules",
+           "ladder_explorer_result", "ladder_explorer_figure", "ladder_explorer_description"]
 
-LENGTH_COLOR = "tab:blue"       # the paper's Figure 1: lengths in blue,
-COUPLING_COLOR = "tab:red"      # couplings in red
-LADDER_COLOR = "tab:blue"       # Table 3: L-CapsNets
-CAPSNET_COLOR = "tab:red"       # and CapsNets
-KEPT_COLOR = "tab:orange"
+# The course's palette (capsule_lab.figures.style.PALETTE: blue, vermillion, bluish green, reddish purple, black,
+# orange, sky blue, yellow).
+LENGTH_COLOR = PALETTE[0]       # the paper's Figure 1: lengths as blue bars,
+COUPLING_COLOR = PALETTE[1]     # couplings as a vermillion line with circles
+LADDER_COLOR = PALETTE[0]       # Table 3: L-CapsNets as plain blue bars,
+CAPSNET_COLOR = PALETTE[1]      # CapsNets as hatched vermillion ones
+CAPSNET_HATCH = "///"
+KEPT_COLOR = PALETTE[5]         # the kept capsules on the image (orange with black edges, seen on black and white)
+PREDICTED_COLOR = PALETTE[1]    # the explorer's predicted class (hatched),
+LABEL_COLOR = PALETTE[2]        # its true label (a triangle)
+REGRESSION_COLOR = PALETTE[3]   # the regressed entries and their distances
+# Curves of the activity profile: a marker per network as well as a colour; solid, dash-dot and dotted lines
+# (dashed lines mark K).
+_PROFILE_LINESTYLES = ("-", "-.", ":")
 
 #: Seconds per training iteration on 100 MNIST samples, as (mean, standard error), from the ladder paper's
 #: Table 3 (the authors' machine); named as :func:`capsule_lab.cost.step_models` names the models.
@@ -78,8 +92,9 @@ def _index(value, n: int, name: str) -> int:
 
 def plot_coupling_length(ax, lengths, couplings, label: int, classes: int = 10):
     """Draw the ladder paper's Figure 1 on ``ax``: the lengths ‖u_i‖ of the most active primary capsules, sorted
-    from the most active (blue bars, left axis), and their couplings c_ij to class ``label`` (red points joined
-    by a line, right axis, a twin of ``ax``), with the uniform coupling 1/J (``classes`` = J) dashed.
+    from the most active (blue bars, left axis), and their couplings c_ij to class ``label`` (vermillion circles
+    joined by a line, right axis, a twin of ``ax``), with the uniform coupling 1/J (``classes`` = J) a dashed grey
+    line.
 
     lengths, couplings: ``(top,)`` each, as :func:`capsule_lab.ladder.most_active_couplings` returns them (or
     their means over the images of a class, rank by rank). Returns ``(ax, coupling_axis)``. Chapter 06.
@@ -96,10 +111,11 @@ def plot_coupling_length(ax, lengths, couplings, label: int, classes: int = 10):
     check_positive_int(classes, "classes", minimum=2)
     check_class_index(int(label) if isinstance(label, np.integer) else label, classes)
     rank = np.arange(1, len(a) + 1)
-    ax.bar(rank, a, width=0.8, color=LENGTH_COLOR, alpha=0.8, label="length ‖u_i‖")
+    ax.bar(rank, a, width=0.8, color=LENGTH_COLOR, alpha=0.8, label="length ‖u_i‖ (bars)")
     ax_c = ax.twinx()
-    ax_c.plot(rank, c, "o-", ms=2.5, lw=0.8, color=COUPLING_COLOR, label=f"coupling c_ij to class {label}")
-    ax_c.axhline(1 / classes, color=COUPLING_COLOR, ls="--", lw=1, label=f"uniform coupling 1/J = {1 / classes:.2g}")
+    ax_c.plot(rank, c, marker="o", ls="-", ms=2.5, lw=0.8, color=COUPLING_COLOR, markevery=max(1, len(c) // 50),
+              label=f"coupling c_ij to class {label} (circles)")
+    ax_c.axhline(1 / classes, color=REFERENCE_COLOR, ls="--", lw=1, label=f"uniform coupling 1/J = {1 / classes:.2g}")
     ax.set_xlim(0.3, len(a) + 0.7)
     ax.set_ylim(0, max(1.0, float(a.max()) * 1.05))
     ax_c.set_ylim(0, max(float(c.max()) * 1.1, 1.5 / classes))
@@ -117,12 +133,37 @@ def coupling_length_figure(lengths, couplings, label: int, classes: int = 10, ti
     """The ladder paper's Figure 1: the lengths (bars) of the most active primary capsules of a trained
     dynamic-routing CapsNet and their couplings (line) to the class ``label``, against the uniform 1/J
     (:func:`plot_coupling_length`). Long capsules with large couplings build the class capsule; the many short
-    ones, coupled near 1/J, could be dropped — the argument for the pruning layer. Chapter 06."""
+    ones, coupled near 1/J, could be dropped — the argument for the pruning layer. The figure carries its
+    description (:func:`coupling_length_description`). Chapter 06."""
     fig, ax = plt.subplots(figsize=(MAX_FIGURE_WIDTH, 3.4), constrained_layout=True)
     plot_coupling_length(ax, lengths, couplings, label, classes)
     ax.set_title(title or f"the {len(_vector(lengths, 'lengths'))} most active primary capsules of a "
                           f"digit {label}: length and coupling to its class", fontsize=10)
-    return fig
+    return describe(fig, *coupling_length_description(lengths, couplings, label, classes))
+
+
+def coupling_length_description(lengths, couplings, label: int, classes: int = 10) -> tuple[str, str]:
+    """``(alt, caption)`` of :func:`coupling_length_figure` for the same arguments, written from the numbers it
+    draws: the lengths at the first and last rank, the couplings' range and where the highest is, the mean
+    coupling of the more and of the less active half, and how many ranks lie above the uniform 1/J. Chapter 06."""
+    a = _vector(lengths, "lengths")
+    c = _vector(couplings, "couplings")
+    if c.shape != a.shape:
+        raise ValueError(f"couplings must have shape (top,) = {a.shape}, one per capsule of lengths, got {c.shape}")
+    check_positive_int(classes, "classes", minimum=2)
+    top, uniform, half = len(a), 1 / classes, max(1, len(a) // 2)
+    above = int((c > uniform).sum())
+    share = (f"All {top}" if above == top else "None" if above == 0 else f"{above} of the {top}") + (
+        " ranks lie" if above != 1 else " rank lies")
+    halves = (f"; the {half} most active average {c[:half].mean():.4f}, the other {top - half} "
+              f"{c[half:].mean():.4f}" if top > 1 else "")
+    alt = (f"Bars on the left axis: the mean length of the {top} most active primary capsules by rank, "
+           f"{a[0]:.2f} at rank 1 and {a[-1]:.2f} at rank {top}. A line with circles on the right axis: their mean "
+           f"coupling to class {label}, between {c.min():.4f} and {c.max():.4f} (highest at rank "
+           f"{int(c.argmax()) + 1}){halves}. {share} above the uniform coupling 1/J = {uniform:.2g}, drawn as a "
+           f"dashed grey line.")
+    caption = f"Lengths of the {top} most active primary capsules and their couplings to class {label}"
+    return alt, caption
 
 
 # ---------------------------------------------------------------- Figure 4: activity profiles
@@ -144,17 +185,28 @@ def _check_profiles(profiles) -> dict:
 def plot_activity_profile(ax, profiles: dict, mark_k: bool = True) -> list:
     """Draw the ladder paper's Figure 4 on ``ax``: per network, the mean activity of its primary capsules by rank
     (1 = the most active of each image), one curve per entry of ``profiles = {K or label: (top,)}``
-    (:func:`capsule_lab.ladder.activity_profile`); with ``mark_k``, a dashed vertical line at every integer key K,
-    in its curve's colour: the capsules left of it are the ones the pruning layer keeps. A sharp drop at K means
+    (:func:`capsule_lab.ladder.activity_profile`), each with its own colour, marker and line style (solid,
+    dash-dot, dotted); with ``mark_k``, a dashed vertical line at every integer key K, in its curve's colour and
+    named "K = ..." on a top axis: the capsules left of it are the ones the pruning layer keeps. A sharp drop at K means
     kept and dropped capsules are clearly told apart. Returns the curves. Chapter 06."""
     arrays = _check_profiles(profiles)
     lines = []
-    for key, a in arrays.items():
-        name = f"K = {int(key)}" if not isinstance(key, str) else key
-        (line,) = ax.plot(np.arange(1, len(a) + 1), a, lw=1.5, label=name)
+    for k, (key, a) in enumerate(arrays.items()):
+        name = _profile_name(key)
+        every = max(1, len(a) // 12)             # about a dozen markers a curve, offset so that they do not overlap
+        (line,) = ax.plot(np.arange(1, len(a) + 1), a, lw=1.5, label=name, color=PALETTE[k % 5],
+                          marker=MARKERS[k % len(MARKERS)], ms=4, ls=_PROFILE_LINESTYLES[k % len(_PROFILE_LINESTYLES)],
+                          markevery=((k * max(1, every // 5)) % every, every))
         lines.append(line)
         if mark_k and not isinstance(key, str):
             ax.axvline(int(key) + 0.5, color=line.get_color(), ls="--", lw=1)
+    marks = [(int(key), line.get_color()) for key, line in zip(arrays, lines) if not isinstance(key, str)]
+    if mark_k and marks:                            # each dashed line named on a top axis, in its curve's colour
+        named = ax.secondary_xaxis("top")
+        named.set_xticks([k + 0.5 for k, _ in marks], [f"K = {k}" for k, _ in marks])
+        named.tick_params(axis="x", labelsize=7, length=3)
+        for text, (_, color) in zip(named.get_xticklabels(), marks):
+            text.set_color(color)
     ax.set_xlabel("rank of the primary capsule by activity (1 = most active)")
     ax.set_ylabel("mean activity ‖u_i‖")
     ax.set_ylim(bottom=0)
@@ -166,11 +218,39 @@ def plot_activity_profile(ax, profiles: dict, mark_k: bool = True) -> list:
 
 def activity_profile_figure(profiles: dict, mark_k: bool = True, title: str | None = None) -> Figure:
     """The ladder paper's Figure 4: the mean activity of the most active primary capsules by rank, one curve per K
-    (:func:`plot_activity_profile`), dashed lines at the K kept. Chapter 06."""
+    (:func:`plot_activity_profile`), dashed lines at the K kept. The figure carries its description
+    (:func:`activity_profile_description`). Chapter 06."""
     fig, ax = plt.subplots(figsize=(6.0, 3.4), constrained_layout=True)
     plot_activity_profile(ax, profiles, mark_k)
     ax.set_title(title or "activity of the primary capsules by rank, per K", fontsize=10)
-    return fig
+    return describe(fig, *activity_profile_description(profiles, mark_k))
+
+
+def _profile_name(key) -> str:
+    return f"K = {int(key)}" if not isinstance(key, str) else key
+
+
+def activity_profile_description(profiles: dict, mark_k: bool = True) -> tuple[str, str]:
+    """``(alt, caption)`` of :func:`activity_profile_figure` for the same ``profiles``, written from the curves it
+    draws: each curve's mean activity at rank 1, at the last rank and at rank K (integer keys), the first rank
+    below 0.5, and which curve ends lowest. Chapter 06."""
+    arrays = _check_profiles(profiles)
+    top = max(len(a) for a in arrays.values())
+    parts = []
+    for key, a in arrays.items():
+        at_k = (f", {a[int(key) - 1]:.2f} at rank {int(key)}" if not isinstance(key, str) and 1 < int(key) < len(a)
+                else "")
+        below = next((rank + 1 for rank, value in enumerate(a) if value < 0.5), None)
+        parts.append(f"{_profile_name(key)} from {a[0]:.2f} to {a[-1]:.2f}{at_k}, "
+                     + (f"below 0.5 from rank {below}" if below else "never below 0.5"))
+    ks = [int(key) for key in arrays if not isinstance(key, str)]
+    marks = (f", a dashed vertical line at K = {', '.join(str(k) for k in ks)}" if mark_k and ks else "")
+    lowest = min(arrays, key=lambda key: arrays[key][-1])
+    alt = (f"Mean activity of the primary capsules against their rank by activity, 1 to {top}, one curve per "
+           f"network{marks}. From rank 1 to rank {top}: " + "; ".join(parts) + f". The lowest at the last rank is "
+           f"{_profile_name(lowest)} ({arrays[lowest][-1]:.2f}).")
+    caption = "Mean activity of the primary capsules by rank, one curve per network"
+    return alt, caption
 
 
 # ---------------------------------------------------------------- Table 3: seconds per training step
@@ -186,14 +266,26 @@ def _number(value, name: str, allow_nan: bool = False) -> float:
     return value
 
 
+def _is_ladder(name: str) -> bool:
+    return name.lower().startswith(("ladder", "l-capsnet"))
+
+
+def _is_capsnet(name: str) -> bool:
+    return not _is_ladder(name) and "capsnet" in name.lower()
+
+
 def _color(name: str) -> str:
-    low = name.lower()
-    return LADDER_COLOR if low.startswith(("ladder", "l-capsnet")) else CAPSNET_COLOR if "capsnet" in low else "0.5"
+    return LADDER_COLOR if _is_ladder(name) else CAPSNET_COLOR if _is_capsnet(name) else "0.5"
+
+
+def _hatch(name: str) -> str | None:
+    return CAPSNET_HATCH if _is_capsnet(name) else None
 
 
 def plot_step_times(ax, seconds: dict, errors: dict | None = None, unit: str = "median") -> list:
     """Draw horizontal bars on ``ax``: the seconds per training step of every model of ``seconds = {name: s}``
-    (top to bottom in the dict's order), L-CapsNets (names starting "ladder") in blue and CapsNets in red,
+    (top to bottom in the dict's order), L-CapsNets (names starting "ladder") in blue and CapsNets in hatched
+    vermillion,
     ``errors = {name: standard error}`` as error bars (NaN: none), each bar's value written beside it. ``unit``
     names the statistic on the axis label. Returns the bar containers. Chapter 06."""
     if not isinstance(seconds, dict) or not seconds:
@@ -209,7 +301,7 @@ def plot_step_times(ax, seconds: dict, errors: dict | None = None, unit: str = "
     bars = []
     for k, name in enumerate(names):
         bars.append(ax.barh(y[k], values[k], xerr=xerr[k], color=_color(name), alpha=0.85, capsize=3,
-                            error_kw={"lw": 1}))
+                            hatch=_hatch(name), edgecolor="white" if _hatch(name) else None, error_kw={"lw": 1}))
     top = max(v + e for v, e in zip(values, xerr)) or 1.0
     for k, v in enumerate(values):
         ax.text(v + xerr[k] + 0.02 * top, y[k], f"{v:.3g} s", va="center", fontsize=8)
@@ -250,9 +342,10 @@ def _check_paper(paper) -> tuple[dict, dict]:
 def step_time_figure(report: dict, paper: dict | None = None, title: str | None = None) -> Figure:
     """The ladder paper's Table 3 as a picture: the median seconds per training step of every model of
     ``report`` (:func:`capsule_lab.cost.bench_steps`; error bars: the standard error of the mean over the
-    repeats), L-CapsNets blue and CapsNets red (:func:`plot_step_times`); the title says the device, threads and
-    batch. With ``paper = {name: seconds or (seconds, standard error)}`` (e.g. :data:`PAPER_TABLE3`), a second
-    panel shows the paper's numbers — another machine and other sizes, so on an axis of their own. Chapter 06."""
+    repeats), L-CapsNets plain blue and CapsNets hatched vermillion (:func:`plot_step_times`); the title says the
+    device, threads and batch. With ``paper = {name: seconds or (seconds, standard error)}`` (e.g.
+    :data:`PAPER_TABLE3`), a second panel shows the paper's numbers — another machine and other sizes, so on an axis of their own. The figure
+    carries its description (:func:`step_time_description`). Chapter 06."""
     report = _check_report(report)
     if paper is not None:
         _check_paper(paper)
@@ -271,7 +364,40 @@ def step_time_figure(report: dict, paper: dict | None = None, title: str | None 
     threads = report.get("threads", "?")
     fig.suptitle(title or f"one training step on {report.get('device', '?')} "
                           f"({threads} thread{'' if threads == 1 else 's'})", fontsize=10)
-    return fig
+    return describe(fig, *step_time_description(report, paper))
+
+
+def _speedup(seconds: dict) -> str:
+    """'a CapsNet step takes a× to b× an L-CapsNet step' from {name: seconds}, or '' without both kinds."""
+    ladders = [v for n, v in seconds.items() if _is_ladder(n)]
+    capsnets = [v for n, v in seconds.items() if _is_capsnet(n)]
+    if not ladders or not capsnets or min(ladders) <= 0:
+        return ""
+    return (f"; a CapsNet step takes {min(capsnets) / max(ladders):.1f}× to {max(capsnets) / min(ladders):.1f}× "
+            f"an L-CapsNet step")
+
+
+def step_time_description(report: dict, paper: dict | None = None) -> tuple[str, str]:
+    """``(alt, caption)`` of :func:`step_time_figure` for the same arguments, written from the bars it draws: every
+    model's seconds, the fastest and the slowest, and the range of the CapsNets' time over the L-CapsNets' — for
+    this course's report and for the paper's panel. Chapter 06."""
+    report = _check_report(report)
+    medians = {n: _number(m["median_s"], f"report['models'][{n!r}]['median_s']") for n, m in report["models"].items()}
+    threads = report.get("threads", "?")
+    alt = (f"Horizontal bars of the median seconds per training step on {report.get('device', '?')} ({threads} "
+           f"thread{'' if threads == 1 else 's'}, batch {report.get('batch', '?')}), L-CapsNets in plain blue and "
+           f"CapsNets hatched: " + ", ".join(f"{n} {v:.3g} s" for n, v in medians.items())
+           + f". The fastest is {min(medians, key=medians.get)}, the slowest {max(medians, key=medians.get)}"
+           + _speedup(medians) + ".")
+    if paper is not None:
+        seconds, _ = _check_paper(paper)
+        seconds = {n: _number(v, f"paper[{n!r}]") for n, v in seconds.items()}
+        alt += (" A second panel, on its own axis, shows the paper's Table 3: "
+                + ", ".join(f"{n} {v:.3g} s" for n, v in seconds.items()) + _speedup(seconds) + ".")
+        caption = "Seconds per training step of L-CapsNets and CapsNets here, beside the paper's Table 3"
+    else:
+        caption = "Seconds per training step of L-CapsNets and CapsNets"
+    return alt, caption
 
 
 # ---------------------------------------------------------------- the kept capsules on the image
@@ -317,7 +443,7 @@ def plot_kept_capsules(ax, image, indices, config: BackboneConfig, title: str | 
                          f"(config.image_size), got {to_numpy(image, 'image').shape}")
     rows, cols, counts = kept_capsule_positions(indices, config)
     ax.imshow(x, cmap="gray", vmin=min(0.0, float(x.min())), vmax=max(1.0, float(x.max())))
-    dots = ax.scatter(cols, rows, s=14 + 22 * (counts - 1), color=KEPT_COLOR, edgecolors="black", linewidths=0.4,
+    dots = ax.scatter(cols, rows, s=14 + 22 * (counts - 1), color=KEPT_COLOR, edgecolors="black", linewidths=0.6,
                       alpha=0.9, zorder=3)
     for r, c, n in zip(rows, cols, counts):
         if n > 1:
@@ -385,9 +511,9 @@ def ladder_explorer_figure(models: dict, images, labels, k, index: int = 0) -> F
       entry of the K × d matrices, the line y = x where a perfect regression would put them;
     - the squared distance ‖u^reg_i − u_i‖² of every kept capsule i, with their mean (eq. 4's exponent over
       −γ) dashed;
-    - the class activities δ_j (the paper's d_j), the prediction in orange and the true label marked.
+    - the class activities δ_j (the paper's d_j), the prediction hatched and the true label marked by a triangle.
 
-    Chapter 06."""
+    The figure carries its description (:func:`ladder_explorer_description`). Chapter 06."""
     return _draw_explorer(ladder_explorer_result(models, images, labels, k, index), images[index], models[k].config)
 
 
@@ -400,10 +526,10 @@ def _draw_explorer(r: dict, image, config) -> Figure:
 
     ax = axes[0, 1]
     actual, regressed = r["selected"].numpy().ravel(), r["regressed"].numpy().ravel()
-    ax.scatter(actual, regressed, s=6, color="tab:purple", alpha=0.6, label=f"{r['selected'].numel()} entries")
+    ax.scatter(actual, regressed, s=6, color=REGRESSION_COLOR, alpha=0.6, label=f"{r['selected'].numel()} entries")
     low = min(float(actual.min()), float(regressed.min()), -0.1)
     high = max(float(actual.max()), float(regressed.max()), 0.1)
-    ax.plot([low, high], [low, high], color="0.3", lw=1, ls="--", label="y = x")
+    ax.plot([low, high], [low, high], color=REFERENCE_COLOR, lw=1, ls="--", marker="none", label="y = x")
     ax.set_xlabel("actual pose entry (U_K)", fontsize=8)
     ax.set_ylabel(f"regressed from class {r['prediction']}", fontsize=8)
     ax.set_title(f"class {r['prediction']} regresses the kept capsules", fontsize=9)
@@ -413,9 +539,9 @@ def _draw_explorer(r: dict, image, config) -> Figure:
 
     ax = axes[1, 0]
     distances = r["distances"].numpy()
-    ax.bar(np.arange(len(distances)), distances, color="tab:purple", alpha=0.8)
+    ax.bar(np.arange(len(distances)), distances, color=REGRESSION_COLOR, alpha=0.8)
     mean = float(r["errors"][r["prediction"]])
-    ax.axhline(mean, color="black", ls="--", lw=1, label=f"mean {mean:.3g}")
+    ax.axhline(mean, color=REFERENCE_COLOR, ls="--", lw=1, label=f"mean {mean:.3g}")
     ax.set_xlabel("kept capsule (row of U_K, ascending index)", fontsize=8)
     ax.set_ylabel("squared distance", fontsize=8)
     ax.set_title(f"‖u_reg − u_i‖² for class {r['prediction']}", fontsize=9)
@@ -424,10 +550,12 @@ def _draw_explorer(r: dict, image, config) -> Figure:
 
     ax = axes[1, 1]
     activities = r["activities"].numpy()
-    colors = ["tab:orange" if j == r["prediction"] else "0.6" for j in range(len(activities))]
-    ax.bar(np.arange(len(activities)), activities, color=colors, edgecolor="black", linewidth=0.4)
-    ax.scatter([r["label"]], [min(1.05, float(activities[r["label"]]) + 0.05)], marker="v", color="tab:green",
-               zorder=3, label=f"true label {r['label']}")
+    bars = ax.bar(np.arange(len(activities)), activities, color="0.7", edgecolor="black", linewidth=0.4)
+    bars[r["prediction"]].set_facecolor(PREDICTED_COLOR)
+    bars[r["prediction"]].set_hatch("///")
+    bars[r["prediction"]].set_label(f"predicted {r['prediction']}")
+    ax.scatter([r["label"]], [min(1.05, float(activities[r["label"]]) + 0.05)], marker="v", color=LABEL_COLOR,
+               edgecolors="black", linewidths=0.4, zorder=3, label=f"true label {r['label']}")
     ax.set_xticks(range(len(activities)))
     ax.set_ylim(0, 1.12)
     ax.set_xlabel("class j", fontsize=8)
@@ -436,4 +564,40 @@ def _draw_explorer(r: dict, image, config) -> Figure:
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3, axis="y")
     fig.suptitle(f"L-CapsNet with K = {k}: image {index}", fontsize=10)
-    return fig
+    return describe(fig, *ladder_explorer_description(r, config))
+
+
+def ladder_explorer_description(result: dict, config: BackboneConfig) -> tuple[str, str]:
+    """``(alt, caption)`` of :func:`ladder_explorer_figure` from its :func:`ladder_explorer_result` ``result`` and
+    the network's ``config``, written from what the four panels draw: where the kept capsules sit, how closely the
+    predicted class regresses them (the correlation of regressed and actual entries), the squared distances, and
+    the two most active classes against the true label. Chapter 06."""
+    config = _check_config(config)
+    keys = ("k", "index", "label", "prediction", "indices", "activities", "errors", "selected", "regressed",
+            "distances")
+    if not isinstance(result, dict) or any(key not in result for key in keys):
+        raise ValueError(f"result must be the dict ladder_explorer_result returns, with the keys {list(keys)}")
+    r = result
+    rows, cols, counts = kept_capsule_positions(r["indices"], config)
+    activities = to_numpy(r["activities"], "activities").astype(float)
+    j, label = int(r["prediction"]), int(r["label"])
+    second = int(np.argsort(-activities, kind="stable")[1]) if len(activities) > 1 else j
+    actual = to_numpy(r["selected"], "selected").astype(float).ravel()
+    regressed = to_numpy(r["regressed"], "regressed").astype(float).ravel()
+    spread = actual.std() * regressed.std()
+    correlation = (f"correlation {float(np.corrcoef(actual, regressed)[0, 1]):.2f}" if spread > 0
+                   else "no spread to correlate")
+    distances = to_numpy(r["distances"], "distances").astype(float)
+    S = config.image_size
+    alt = (f"Four panels for test image {r['index']}, a {label}, through the L-CapsNet with K = {r['k']}. Top left: "
+           f"the {len(distances)} kept primary capsules sit at {len(counts)} places, rows {rows.min():.0f} to "
+           f"{rows.max():.0f} and columns {cols.min():.0f} to {cols.max():.0f} of the {S}-pixel image, up to "
+           f"{int(counts.max())} capsule types at one place. Top right: the {actual.size} pose entries that class {j} "
+           f"regresses against the actual ones, {correlation} (a perfect regression lies on the dashed diagonal). "
+           f"Bottom left: each kept capsule's squared distance, mean {float(r['errors'][j]):.3g}, largest "
+           f"{distances.max():.3g} at row {int(distances.argmax())}. Bottom right: the class activities; class {j} is "
+           f"predicted with δ = {activities[j]:.3f}, then class {second} with {activities[second]:.3f}; the true "
+           f"label {label} is {'the prediction' if j == label else 'not the prediction'}.")
+    caption = (f"One test digit through the L-CapsNet with K = {r['k']}: the kept capsules, their regression from the "
+               f"predicted class and the class activities")
+    return alt, caption

@@ -2,7 +2,9 @@
 
 Both read the summary of :func:`capsule_lab.router_bench.summarize_records` — ``{router: {"seeds": n, measure:
 (mean, sd, se) or None}}`` — so they draw whatever the bench measured, cached or fresh. Error bars are standard errors of the
-mean over seeds (none with one seed). Chapter 08.
+mean over seeds (none with one seed). Each router has its own marker as well as a colour, and each figure carries
+its alt text and caption, written from the summary it draws (:func:`capsule_lab.figures.describe.describe`), so a
+chapter's cell ends with ``show(fig)``. Chapter 08.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .style import MAX_FIGURE_WIDTH
+from .describe import describe
+from .style import MARKERS as _STYLE_MARKERS
+from .style import MAX_FIGURE_WIDTH, PALETTE
 
-__all__ = ["MEASURE_LABELS", "MARKERS", "COLORS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure",
-           "measures_figure"]
+__all__ = ["MEASURE_LABELS", "MARKERS", "COLORS", "plot_accuracy_time", "accuracy_time_figure",
+           "accuracy_time_description", "plot_measure", "measures_figure", "measures_description"]
 
 #: How each measure is labelled on an axis, and the factor it is drawn with.
 MEASURE_LABELS = {
@@ -57,12 +61,14 @@ def _value(row: dict, measure: str, scale: float) -> tuple[float, float]:
     return mean * scale, (se or 0.0) * scale
 
 
-#: One marker per router (with its colour), so that a router is told apart by shape as well as by colour.
-MARKERS = ("o", "s", "^", "v", "D", "P", "X", "<", ">", "h", "*", "p")
+#: One marker per router (with its colour), so that a router is told apart by shape as well as by colour: the
+#: course's eight (:data:`capsule_lab.figures.style.MARKERS`), then four more, so that twelve routers never share one.
+MARKERS = _STYLE_MARKERS + ("<", ">", "h", "p")
 
 
-#: The routers' colours, matplotlib's ten and then black and dark gold, so that twelve routers never share one.
-COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "#000000", "#8c6d31")
+#: The routers' colours: the course palette's first five, which have a contrast of at least 3:1 on white, repeated;
+#: a colour comes back after five routers, always with another marker.
+COLORS = tuple(PALETTE[k % 5] for k in range(len(MARKERS)))
 
 
 def _style(k: int) -> dict:
@@ -95,7 +101,7 @@ def plot_accuracy_time(ax, summary: dict, measure: str = "accuracy", time: str =
     for k, (name, row) in enumerate(summary.items()):
         x, dx = _value(row, time, 1)
         y, dy = _value(row, measure, scale)
-        ax.errorbar(x, y, xerr=dx, yerr=dy, fmt=_style(k)["marker"], color=_style(k)["color"], ms=5, capsize=2,
+        ax.errorbar(x, y, xerr=dx, yerr=dy, fmt=_style(k)["marker"], color=_style(k)["color"], ms=6, capsize=2,
                     label=name)
         xs.append(x)
     ax.set_xscale("log")
@@ -114,7 +120,58 @@ def accuracy_time_figure(summary: dict, time: str = "train_step_ms"):
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle("accuracy against cost (mean over seeds ± standard error)", fontsize=9)
-    return fig
+    return describe(fig, *accuracy_time_description(summary, time))
+
+
+def _names(names: list) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _extremes(values: dict, highest: bool = True) -> list:
+    """The routers with the highest (or lowest) finite value, ties included, in the summary's order."""
+    finite = {n: v for n, v in values.items() if np.isfinite(v)}
+    if not finite:
+        return []
+    best = max(finite.values()) if highest else min(finite.values())
+    return [n for n, v in finite.items() if abs(v - best) <= 1e-9 * max(1.0, abs(best))]
+
+
+def accuracy_time_description(summary: dict, time: str = "train_step_ms") -> tuple[str, str]:
+    """``(alt, caption)`` of :func:`accuracy_time_figure` for the same ``summary``, written from the points it draws:
+    per panel the most and the least accurate routers (ties named together) and how many lie within half a point of
+    the best, then the fastest and the slowest router with their clean accuracy. Chapter 08."""
+    summary = _check_summary(summary)
+    _check_measure(time)
+    times = {n: _value(row, time, 1)[0] for n, row in summary.items()}
+    panels = []
+    clean = {}
+    for measure, panel in (("accuracy", "clean"), ("affine_accuracy", "affine")):
+        values = {n: _value(row, measure, 100)[0] for n, row in summary.items()}
+        if measure == "accuracy":
+            clean = values
+        best, worst = _extremes(values), _extremes(values, highest=False)
+        if not best:
+            panels.append(f"{panel}: no router has this accuracy")
+            continue
+        top = values[best[0]]
+        near = sum(1 for v in values.values() if np.isfinite(v) and top - v <= 0.5)
+        side = "left" if panel == "clean" else "right"
+        timed = _names([f"{n} ({_ms(times[n])})" for n in best])
+        panels.append(f"{panel} ({side}): the most accurate {'is' if len(best) == 1 else 'are'} {timed} at "
+                      f"{top:.2f} %, the least accurate {_names(worst)} at {values[worst[0]]:.2f} %; "
+                      f"{near} of {len(values)} routers lie within half a point of the best")
+    alt = (f"Two panels of test accuracy against the training step's time on a logarithmic axis, one marker and "
+           f"colour per router, {len(summary)} routers. " + ". ".join(p[0].upper() + p[1:] for p in panels) + ".")
+    fastest, slowest = _extremes(times, highest=False), _extremes(times)
+    if fastest:
+        alt += (f" The fastest step is {_names(fastest)}'s ({_ms(times[fastest[0]])}, {clean[fastest[0]]:.2f} % "
+                f"clean), the slowest {_names(slowest)}'s ({_ms(times[slowest[0]])}, {clean[slowest[0]]:.2f} % clean).")
+    caption = "Clean and affine test accuracy against the time of a training step, per router"
+    return alt, caption
+
+
+def _ms(value: float) -> str:
+    return f"{value:.0f} ms" if np.isfinite(value) else "no time"
 
 
 def plot_measure(ax, summary: dict, measure: str) -> None:
@@ -156,4 +213,35 @@ def measures_figure(summary: dict, measures: Sequence[str] = ("affine_accuracy",
         ax.set_visible(False)
     for ax in axes[:, 1:].flat:
         ax.set_yticklabels([])
-    return fig
+    return describe(fig, *measures_description(summary, measures))
+
+
+def measures_description(summary: dict, measures: Sequence[str] = ("affine_accuracy", "inference_ms",
+                                                                  "peak_memory_mb", "entropy", "dyr",
+                                                                  "dead_primary")) -> tuple[str, str]:
+    """``(alt, caption)`` of :func:`measures_figure` for the same arguments, written from the bars it draws: per
+    measure the routers with the highest and the lowest mean (ties named together), those without the measure, or
+    that every router has the same value. Chapter 08."""
+    summary = _check_summary(summary)
+    if not measures:
+        raise ValueError("measures must name at least one measure")
+    parts = []
+    for measure in measures:
+        label, scale = _check_measure(measure)
+        values = {n: _value(row, measure, scale)[0] for n, row in summary.items()}
+        missing = [n for n, v in values.items() if not np.isfinite(v)]
+        high, low = _extremes(values), _extremes(values, highest=False)
+        if not high:
+            text = "no router has it"
+        elif values[high[0]] == values[low[0]]:
+            text = f"{values[high[0]]:.3g} for every router"
+        else:
+            text = (f"highest {_names(high)} ({values[high[0]]:.3g}), lowest {_names(low)} "
+                    f"({values[low[0]]:.3g})")
+        if missing and high:
+            text += f"; none for {_names(missing)}"
+        parts.append(f"{label}: {text}")
+    alt = (f"Bar charts of {len(measures)} measures, one panel each, the same {len(summary)} routers from top to bottom "
+           f"in each (mean over seeds with its standard error). " + ". ".join(p[0].upper() + p[1:] for p in parts) + ".")
+    caption = "The bench's measures per router, one panel each"
+    return alt, caption
