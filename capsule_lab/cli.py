@@ -377,7 +377,7 @@ def _captions_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _captions(args: argparse.Namespace) -> int:
-    from .figures.describe import caption_cells
+    from .figures.descriptions import caption_cells
 
     for path in args.notebooks:
         print(f"{path}: {caption_cells(path)} figure(s) captioned")

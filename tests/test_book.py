@@ -20,7 +20,7 @@
      at both widths, except those listed in AXE_EXCEPTIONS with the reason the theme cannot be fixed.
 3. Every image of every page has alt text that says what it shows: not empty, not a file name or hash (what
    MyST-NB writes when a cell gives none); a chapter's figure has alt text written from its data
-   (capsule_lab.figures.describe.check_alt_text) and a numbered caption ("Fig. 3 ...").
+   (capsule_lab.figures.descriptions.check_alt_text) and a numbered caption ("Fig. 3 ...").
    A screenshot of every page's first screen at both widths is saved under `_build/screenshots/` (a build
    artifact for a person to look at); CAPSULE_LAB_SCREENSHOTS=<dir> saves full-page screenshots there instead
    (they cost 1-4 s a page, a third of these tests' time, so only when asked for).
@@ -221,7 +221,7 @@ class _Images(html.parser.HTMLParser):
 
 def alt_text_problems(page_html: str) -> list[str]:
     """What is wrong with the alt text and captions of a page's images (see the module's docstring, 3)."""
-    from capsule_lab.figures.describe import check_alt_text
+    from capsule_lab.figures.descriptions import check_alt_text
 
     parser = _Images()
     parser.feed(page_html)

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from capsule_lab import figures, widgets  # noqa: E402
-from capsule_lab.figures.describe import check_alt_text, description_of  # noqa: E402
+from capsule_lab.figures.descriptions import check_alt_text, description_of  # noqa: E402
 from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
 from capsule_lab.routing import dynamic_routing  # noqa: E402
 from capsule_lab.training import History  # noqa: E402

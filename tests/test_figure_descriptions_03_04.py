@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from capsule_lab.diagnostics import CapsuleRecord  # noqa: E402
-from capsule_lab.figures.describe import description_of  # noqa: E402
+from capsule_lab.figures.descriptions import description_of  # noqa: E402
 from capsule_lab.figures.parse_tree import (LAYER_STATISTICS, activation_correlation_figure,  # noqa: E402
                                             capsule_gradients_figure, dead_rate_search_figure, depth_figure,
                                             layer_statistics_table, parse_tree_explorer_figure, parse_tree_figure,

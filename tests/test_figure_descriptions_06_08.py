@@ -16,7 +16,7 @@ import torch  # noqa: E402
 
 from capsule_lab.figures import (accuracy_time_figure, activity_profile_figure, coupling_length_figure,  # noqa: E402
                                  ladder_explorer_figure, ladder_explorer_result, measures_figure, step_time_figure)
-from capsule_lab.figures.describe import check_alt_text, description_of  # noqa: E402
+from capsule_lab.figures.descriptions import check_alt_text, description_of  # noqa: E402
 from capsule_lab.figures.ladder import (activity_profile_description, coupling_length_description,  # noqa: E402
                                         ladder_explorer_description, step_time_description)
 from capsule_lab.figures.router_bench import (COLORS, MARKERS, accuracy_time_description,  # noqa: E402

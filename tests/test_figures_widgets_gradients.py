@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from capsule_lab import figures, widgets  # noqa: E402
-from capsule_lab.figures.describe import description_of  # noqa: E402
+from capsule_lab.figures.descriptions import description_of  # noqa: E402
 from capsule_lab.figures.style import PALETTE  # noqa: E402
 from capsule_lab.gradients import gradient_toy, polarised_gradient_terms  # noqa: E402
 from capsule_lab.capsules import margin_loss  # noqa: E402

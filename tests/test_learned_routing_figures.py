@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from capsule_lab.figures import (DEFAULT_PAIRS, MAX_FIGURE_WIDTH, plot_similarity_routing,  # noqa: E402
                                  similarity_clusters, similarity_grid_figure, clustered_votes)
-from capsule_lab.figures.describe import description_of  # noqa: E402
+from capsule_lab.figures.descriptions import description_of  # noqa: E402
 from capsule_lab.figures.learned_routing import similarity_routing_words  # noqa: E402
 from capsule_lab.routing import similarity_objective  # noqa: E402
 from capsule_lab.widgets import (SimilarityRoutingExplorer, similarity_routing_explorer,  # noqa: E402

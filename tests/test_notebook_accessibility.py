@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from capsule_lab.figures.describe import METADATA_KEY, check_alt_text
+from capsule_lab.figures.descriptions import METADATA_KEY, check_alt_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))

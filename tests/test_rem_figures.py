@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 
-from capsule_lab.figures.describe import description_of  # noqa: E402
+from capsule_lab.figures.descriptions import description_of  # noqa: E402
 from capsule_lab.figures.style import REFERENCE_COLOR  # noqa: E402
 from capsule_lab.figures import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure,  # noqa: E402
                                  keys_per_class_figure, parse_tree_graph, parse_tree_graph_figure,

@@ -16,7 +16,7 @@
   measure (chapter 08);
 - :mod:`~capsule_lab.figures.style` — the maximum figure width, the colour-blind-safe palette, a marker and a line
   style per series;
-- :mod:`~capsule_lab.figures.describe` — alt text and numbered captions written from a figure's data.
+- :mod:`~capsule_lab.figures.descriptions` — alt text and numbered captions written from a figure's data.
 
 Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works. Importing the package
 sets the course's figure style (:func:`capsule_lab.figures.style.use`) for every figure drawn afterwards, the
@@ -42,7 +42,7 @@ from .rem import (class_couplings, coupling_histogram_figure, entropy_accuracy_f
 from .router_bench import (MEASURE_LABELS, accuracy_time_description, accuracy_time_figure, measures_description,
                            measures_figure, plot_accuracy_time, plot_measure)
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
-from .describe import Description, describe, show
+from .descriptions import Description, describe, show
 from .style import LINESTYLES, MARKERS, MAX_FIGURE_WIDTH, OUTPUT_COLORS, PALETTE, series, use
 
 use()

@@ -3,7 +3,7 @@
 Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``), after Sabour et al. (2017), Figs. 3–4. Pure
 matplotlib, like :mod:`capsule_lab.figures.routing`: every function draws and returns the Figure and checks
 its inputs, and attaches alt text and a caption written from the numbers it draws
-(:func:`capsule_lab.figures.describe.describe`; a chapter ends its cell with ``show(fig)``). Images are
+(:func:`capsule_lab.figures.descriptions.describe`; a chapter ends its cell with ``show(fig)``). Images are
 ``(N, H, W)`` or ``(N, 1, H, W)``.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import image_array, to_numpy
-from .describe import describe
+from .descriptions import describe
 from .style import MAX_FIGURE_WIDTH, series
 
 __all__ = ["plot_history", "plot_reconstructions", "plot_pose_sweep"]

@@ -3,7 +3,7 @@ and the couplings' polarisation evolve during training.
 
 Taught in chapter 03 (``chapters/03_routing_gradients.ipynb``). Pure matplotlib, like :mod:`capsule_lab.figures.routing`:
 every function draws and returns the Figure (it never calls ``show``) and checks its inputs, and attaches the
-figure's alt text and caption, written from the numbers it draws (:func:`capsule_lab.figures.describe.describe`).
+figure's alt text and caption, written from the numbers it draws (:func:`capsule_lab.figures.descriptions.describe`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 
 from .._checks import check_positive_int, to_numpy
-from .describe import describe
+from .descriptions import describe
 from .style import PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",

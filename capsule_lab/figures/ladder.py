@@ -20,7 +20,7 @@ Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "
 
 Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs. Each
 ``*_figure`` function also attaches what its figure shows, in words written from the data it draws: the alt text
-and the caption (:func:`capsule_lab.figures.describe.describe`), so a chapter's cell ends with
+and the caption (:func:`capsule_lab.figures.descriptions.describe`), so a chapter's cell ends with
 ``show(fig)``. Series are told apart by marker or hatch as well as by colour (:mod:`capsule_lab.figures.style`).
 """
 
@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from .._checks import check_class_index, check_positive_int, check_tensor, to_numpy
 from ..models.capsnet import BackboneConfig
 from ..models.ladder_capsnet import LadderCapsNet
-from .describe import describe
+from .descriptions import describe
 from .rem import receptive_field_centres
 from .style import MARKERS, MAX_FIGURE_WIDTH, PALETTE, REFERENCE_COLOR
 

@@ -23,7 +23,7 @@ their agreement), and a small λ1 + λ2 makes the kernel decide (a hard cluster 
 
 Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs; a
 ``*_figure`` function attaches alt text and a caption written from the routing it draws
-(:func:`capsule_lab.figures.describe.describe`).
+(:func:`capsule_lab.figures.descriptions.describe`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 
 from .._checks import check_nonnegative, check_positive_int, to_numpy
 from ..routing import similarity_routing
-from .describe import describe
+from .descriptions import describe
 from .style import MAX_FIGURE_WIDTH, PALETTE
 
 __all__ = ["DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters",

@@ -14,7 +14,7 @@ The chapter's other figures: :func:`capsule_gradients_figure` (a capsule's lengt
 Theorem 2 at every training step), :func:`dead_rate_search_figure` (the dead rate per setting of a search),
 :func:`depth_figure` (measures against the number of routing layers, per routing) and
 :func:`activation_correlation_figure` (the paper's Figure 4). Every figure function attaches its alt text and
-caption, written from the numbers it draws (:func:`capsule_lab.figures.describe.describe`); series differ in
+caption, written from the numbers it draws (:func:`capsule_lab.figures.descriptions.describe`); series differ in
 marker and line style as well as colour (:mod:`capsule_lab.figures.style`).
 """
 
@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 
 from ..diagnostics import ACTIVE_EPS, DEAD_MEAN_EPS, DEAD_STD_EPS, CapsuleRecord, dead_mask, layer_table
 from ..tables import Table
-from .describe import describe
+from .descriptions import describe
 from .style import PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["ParseTreeSummary", "parse_tree_summary", "plot_parse_tree", "parse_tree_figure",

@@ -20,7 +20,7 @@ Taught in chapter 05 (``chapters/05_rem.ipynb``), after Renzulli, Tartaglione an
 Accuracies are shares in [0, 1] (as :class:`~capsule_lab.rem_study.RoutingMeasure` keeps them) and drawn in %;
 entropies are in bits. Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``). Every
 ``*_figure`` function attaches alt text and a caption written from the data it draws
-(:func:`capsule_lab.figures.describe.describe`), so that a chapter shows it with ``show(fig)``; series differ by
+(:func:`capsule_lab.figures.descriptions.describe`), so that a chapter shows it with ``show(fig)``; series differ by
 marker, line style or hatch as well as by colour (:mod:`capsule_lab.figures.style`).
 """
 
@@ -38,7 +38,7 @@ from .._checks import check_class_index, check_positive_int, image_array, to_num
 from ..models import CapsNetConfig
 from ..models.capsnet import BackboneConfig
 from ..rem_study import RemRun, RoutingMeasure, Step
-from .describe import describe
+from .descriptions import describe
 from .style import MAX_FIGURE_WIDTH, PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["plot_pruning_curve", "pruning_curve_figure", "plot_entropy_accuracy", "entropy_accuracy_figure",

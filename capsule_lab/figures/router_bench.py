@@ -3,7 +3,7 @@
 Both read the summary of :func:`capsule_lab.router_bench.summarize_records` — ``{router: {"seeds": n, measure:
 (mean, sd, se) or None}}`` — so they draw whatever the bench measured, cached or fresh. Error bars are standard errors of the
 mean over seeds (none with one seed). Each router has its own marker as well as a colour, and each figure carries
-its alt text and caption, written from the summary it draws (:func:`capsule_lab.figures.describe.describe`), so a
+its alt text and caption, written from the summary it draws (:func:`capsule_lab.figures.descriptions.describe`), so a
 chapter's cell ends with ``show(fig)``. Chapter 08.
 """
 
@@ -14,7 +14,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .describe import describe
+from .descriptions import describe
 from .style import MARKERS as _STYLE_MARKERS
 from .style import MAX_FIGURE_WIDTH, PALETTE
 

@@ -3,7 +3,7 @@
 Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``). Pure matplotlib: every function takes tensors
 or arrays, draws, and returns the :class:`matplotlib.figure.Figure` (it never calls ``show``). Inputs are
 checked and a ``ValueError`` names the expected shape. Each ``plot_*`` function attaches alt text and a caption
-written from the numbers it draws (:func:`capsule_lab.figures.describe.describe`), so a chapter ends its cell with
+written from the numbers it draws (:func:`capsule_lab.figures.descriptions.describe`), so a chapter ends its cell with
 ``show(fig)``. Output capsule j is told apart by colour *and* by line style (its votes) or hatch (its bars).
 
 Shapes (one sample, the batch dimension removed):
@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import stack_per_iteration, tick_labels, to_numpy
-from .describe import describe
+from .descriptions import describe
 from .style import LINESTYLES, MAX_FIGURE_WIDTH, OUTPUT_COLORS, REFERENCE_COLOR
 
 __all__ = ["plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing"]
@@ -116,7 +116,7 @@ def plot_couplings(
     Returns:
         the Figure (R axes for the panels plus one for the colour bar), with alt text saying which output each
         input couples to most in the first and the last iteration (for up to 8 inputs; for more, the mean largest
-        coupling) and a caption (:func:`capsule_lab.figures.describe.describe`).
+        coupling) and a caption (:func:`capsule_lab.figures.descriptions.describe`).
 
     Chapter 02.
     """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from ..figures.describe import describe, description_of
+from ..figures.descriptions import describe, description_of
 from ..figures.gradients import plot_gradient_terms
 from ..gradients import gradient_terms, polarised_gradient_terms
 from .figure_output import show_figure

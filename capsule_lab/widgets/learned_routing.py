@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..figures.describe import describe
+from ..figures.descriptions import describe
 from ..figures.learned_routing import (_activations, _entropy, _lambdas, _length_scale, _panel_title, _votes,
                                        clustered_votes, plot_similarity_routing, similarity_clusters,
                                        similarity_routing_words)

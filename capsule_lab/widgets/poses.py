@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..figures.capsnet import plot_pose_sweep
-from ..figures.describe import describe, description_of
+from ..figures.descriptions import describe, description_of
 from ..modes import eval_mode
 from .figure_output import show_figure
 

@@ -12,7 +12,7 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
-from ..figures.describe import describe, description_of
+from ..figures.descriptions import describe, description_of
 from ..figures.routing import plot_routing_state
 from ..routing import ScaledRouter, check_votes
 from .figure_output import show_figure

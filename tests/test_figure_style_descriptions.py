@@ -15,9 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
-import importlib  # noqa: E402
-
-fd = importlib.import_module("capsule_lab.figures.describe")
+from capsule_lab.figures import descriptions as fd  # noqa: E402
 from capsule_lab.figures import style  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
