@@ -209,6 +209,8 @@ data-bs-placement="bottom" data-bs-toggle="tooltip">
 
 def test_book_markup_fixes_give_names_roles_and_focus_and_are_idempotent():
     ext = _accessibility_extension()
+    opened = PAGE.replace("<details>", '<details open="open">')        # the part the page is in
+    assert '<details open="open"><summary><span class="visually-hidden">' in ext.fix_page(opened)[0]
     fixed, counts = ext.fix_page(PAGE)
     assert counts == dict.fromkeys(ext.FIXES, 1)
     assert 'aria-label="Search"' not in fixed and 'title="Search"' in fixed

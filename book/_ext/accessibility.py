@@ -27,15 +27,15 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 _SEARCH_BUTTON = re.compile(r'(<button class="btn search-button-field[^"]*"[^>]*?) aria-label="Search"')
-_SUMMARY = re.compile(r'(<a class="[^"]*reference internal" href="[^"]*">)(?P<name>[^<]*)</a><details><summary>'
-                      r'(?!<span class="visually-hidden">)')
+_SUMMARY = re.compile(r'(<a class="[^"]*reference internal" href="[^"]*">)(?P<name>[^<]*)</a>(?P<details><details[^>]*>)'
+                      r'<summary>(?!<span class="visually-hidden">)')
 _BIBLIOENTRY = re.compile(r'(<div class="citation" id="[^"]*") role="doc-biblioentry"')
 _TABLE_CONTAINER = re.compile(r'<div class="pst-scrollable-table-container">')
 
 
 def _summary(match: re.Match) -> str:
     name = match.group("name")
-    return (f'{match.group(1)}{name}</a><details><summary><span class="visually-hidden">'
+    return (f'{match.group(1)}{name}</a>{match.group("details")}<summary><span class="visually-hidden">'
             f'Show the pages of {name}</span>')
 
 

@@ -767,7 +767,7 @@ OBJECT_LEVEL = 0.5
 
 def _saliency_alt(x: np.ndarray, arrays: dict, labels) -> str:
     """What :func:`saliency_figure` draws, in words: per map, the share of its (scaled) mass on the object's pixels
-    (grey level above :data:`OBJECT_LEVEL`) beside the share of the pixels the object covers, and on how many
+    (grey level above ``OBJECT_LEVEL``, 0.5) beside the share of the pixels the object covers, and on how many
     images its brightest pixel is on the object."""
     objects = x > OBJECT_LEVEL
     with_object = [b for b in range(len(x)) if objects[b].any()]
@@ -791,7 +791,7 @@ def saliency_figure(images, maps: dict, predictions=None, title: str | None = No
     W)}`` (e.g. eq. 16's coupling saliency and Grad-CAM) over it, each map scaled to [0, 1] per image (a
     constant map shows as 0) in viridis. images ``(B, H, W)`` or ``(B, 1, H, W)``; ``predictions`` ``(B,)`` the
     predicted classes, written beside the rows. At most 7 maps. The figure carries alt text written from the maps
-    (per map, the share of its mass on the object's pixels, grey level above :data:`OBJECT_LEVEL`, and on how many
+    (per map, the share of its mass on the object's pixels, grey level above ``OBJECT_LEVEL`` (0.5), and on how many
     images its brightest pixel is there) and ``title`` as its caption. Chapter 05."""
     x = image_array(images, "images")
     if not isinstance(maps, dict) or not 1 <= len(maps) <= 7:

@@ -61,13 +61,14 @@ def _value(row: dict, measure: str, scale: float) -> tuple[float, float]:
     return mean * scale, (se or 0.0) * scale
 
 
-#: One marker per router (with its colour), so that a router is told apart by shape as well as by colour: the
-#: course's eight (:data:`capsule_lab.figures.style.MARKERS`), then four more, so that twelve routers never share one.
+#: A marker per router, beside its colour, so that a router is told apart by shape as well as by colour. These are
+#: the course's eight (:data:`capsule_lab.figures.style.MARKERS`), then four more, so that twelve routers never share
+#: one.
 MARKERS = _STYLE_MARKERS + ("<", ">", "h", "p")
 
 
-#: The routers' colours: the course palette's first five, which have a contrast of at least 3:1 on white, repeated;
-#: a colour comes back after five routers, always with another marker.
+#: A colour per router, from the course palette's first five (each with a WCAG contrast ratio of at least three on
+#: white), repeated. A colour comes back after five routers, always with another marker.
 COLORS = tuple(PALETTE[k % 5] for k in range(len(MARKERS)))
 
 
