@@ -10,10 +10,14 @@ xdist worker (``make test`` runs ``--dist loadgroup``), where its reference answ
 """
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("CAPSULE_LAB_PROFILE", "quick")
+# Reference answers kept on disk (capsule_lab.grading.reference_cache) go to a folder of this test process, not the
+# user's cache: every test run computes them afresh, and the kernels and children it starts inherit the folder.
+os.environ.setdefault("CAPSULE_LAB_CACHE", tempfile.mkdtemp(prefix="capsule-lab-test-cache-"))
 
 #: The tasks whose reference answer trains networks (chapter 04's revival runs, chapter 08's bench of a router).
 SLOW_TASKS = frozenset({"04.revival", "08.new_router"})

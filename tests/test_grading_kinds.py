@@ -3,6 +3,8 @@ partial credit by case group, on tasks written here (registered for the test, th
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -38,7 +40,7 @@ def tasks():
         Task("99.double", "double", 3, _double, _cases, hint="multiply by two", function="double", answers=()),
         Task("99.predict", "predict", 1, _prediction, lambda: [Case("prediction", (), grad="none")],
              hint="one iteration from zero logits: a softmax of equal numbers", function="predict",
-             returns_number=True, atol=0.02, rtol=0.0),
+             returns_number=True, atol=0.02, rtol=0.0, kind="prediction"),
         Task("99.experiment", "experiment", 2, _experiment, lambda: [Case("seed 3", (3,), grad="none")],
              hint="the mean of uniform numbers", function="experiment", returns_number=True, atol=0.01, rtol=0.0),
     ]
@@ -88,7 +90,8 @@ def test_a_prediction_is_a_number_within_the_stated_band(tasks):
     assert check("99.predict", lambda: 0.26, verbose=False).passed          # 0.01 from 0.25, band 0.02
     assert check("99.predict", lambda: torch.tensor(0.24), verbose=False).passed
     late = check("99.predict", lambda: 0.3, verbose=False)
-    assert not late.passed and "0.3 is not within 0.02 of 0.25" in late.message
+    assert not late.passed and "0.3 is outside the accepted band (±0.02 around the measured value" in late.message
+    assert "0.25" not in late.message, "a check never shows the number a prediction is compared with"
     assert "softmax of equal numbers" in late.message
     assert "should be a number" in check("99.predict", lambda: "a quarter", verbose=False).message
     assert "not implemented" in check("99.predict", lambda: ..., verbose=False).message
@@ -113,3 +116,25 @@ def test_a_task_kind_is_one_of_the_four():
     with pytest.raises(ValueError, match="kind must be one of"):
         register(Task("98.bad", "bad", 1, _prediction, lambda: [], hint="", function="bad", kind="quiz"))
     assert "98.bad" not in TASKS
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in TASKS.values() if t.kind == "prediction" and t.id[:2] != "99"])
+def test_a_wrong_prediction_is_never_told_the_number(task_id):
+    """Every chapter's prediction: a guess outside its band gets "outside the band" and the reasoning hint, and
+    neither the message nor the hint shows the value the guess is compared with (at 3 or 4 significant digits)."""
+    task = TASKS[task_id]
+    (case,) = expected(task)
+    value = float(case.want.outputs[0])
+    band = (task.atol or 0.0) + (task.rtol or 0.0) * abs(value)
+    guess = value + 10 * band + 1.0
+    result = check(task_id, lambda *args: guess, verbose=False)
+    assert not result.passed and "outside the accepted band" in result.message
+    problem, hint = result.message.split(" — hint: ")
+    shown = {f"{value:.3g}", f"{value:.4g}", f"{value:.3f}"}
+
+    def found(text, forms):
+        return [s for s in forms if re.search(rf"(?<![\d.]){re.escape(s)}(?![\d])", text)]
+
+    assert not found(problem, shown), (problem, shown)
+    # the hint may name the task's parameters (a small integer such as K = 6), never the value to a few digits
+    assert not found(hint, {s for s in shown if len(s.replace(".", "").lstrip("0")) >= 3}), (hint, shown)

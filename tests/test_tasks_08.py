@@ -208,7 +208,7 @@ WRONG = [
     ("08.mcnemar", _chi2, "without the continuity correction"),
     ("08.mcnemar", lambda a, b: _chi2(a, b, continuity=1), "with the continuity correction"),
     ("08.predict_p_value", lambda: _exact(_A, _B, sides=1), "that is one tail"),
-    ("08.predict_p_value", lambda: _exact(_A, _B, strict=True), "the tail includes X = 2"),
+    ("08.predict_p_value", lambda: _exact(_A, _B, strict=True), "the observed split included"),
     ("08.predict_p_value", lambda: _chi2(_A, _B, continuity=1), "continuity-corrected"),
     ("08.new_router", lambda ti, tl, si, sl, seed=0: _bench(seed)["affine_accuracy"], "affine test images"),
     ("08.new_router", lambda ti, tl, si, sl, seed=0: 1 - _bench(seed)["accuracy"], "the error rate"),

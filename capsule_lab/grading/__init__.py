@@ -37,6 +37,8 @@ The package, one idea per module:
 - ``tasks_01``, ``tasks_02``, …: each chapter's tasks (references, cases, wrong answers, hints),
   registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
 - :mod:`.checking`: running a function on a task's cases and judging it, :func:`check`, :class:`CheckResult`;
+- :mod:`.reference_cache`: the reference answers of each task kept on disk, so a second check or grading answers
+  at once;
 - :mod:`.lock`: deny by default: while the student's function runs, nothing of the package runs for it
   but what its task allows;
 - :mod:`.kernel`: running a notebook in a kernel for its outputs, errors and timeouts (nbclient);

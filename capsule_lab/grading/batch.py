@@ -50,6 +50,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from .notebooks import CSV_NAME, _empty_report, _write_atomic, _write_json, chapter_of_notebook, grade_notebook
 from .processes import Reaper
+from .reference_cache import package_fingerprint
 from .tasks import TASKS, tasks_for_chapter
 
 __all__ = ["Batch", "grade_batch", "merge_reports", "write_csv", "read_reports", "parse_shard", "shard_of",
@@ -84,13 +85,7 @@ def notebook_sha256(path: str | os.PathLike) -> str:
 def grader_fingerprint() -> dict:
     """``{"version", "digest"}`` of the installed grader: the package version and the sha256 of every source
     file of ``capsule_lab`` (relative path and bytes), so a changed grader grades again (``capsule-lab grade``)."""
-    import capsule_lab
-
-    root = Path(capsule_lab.__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return {"version": capsule_lab.__version__, "digest": digest.hexdigest()}
+    return package_fingerprint()
 
 
 def default_jobs() -> int:

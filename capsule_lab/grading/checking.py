@@ -158,6 +158,10 @@ def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | Non
     atol = ATOL * scale if task is None or task.atol is None else task.atol
     if not torch.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
         diff = float((g - w).abs().nan_to_num(nan=math.inf).max())
+        if task is not None and task.returns_number and task.kind == "prediction":
+            # a prediction stays one: the message says outside the band, never where the band is centred
+            return (f"{name} {float(g):.4g} is outside the accepted band (±{atol + rtol * abs(float(w)):.3g} around "
+                    "the measured value, which a check does not show)")
         if task is not None and task.returns_number:
             return f"{name} {float(g):.4g} is not within {atol + rtol * abs(float(w)):.3g} of {float(w):.4g}"
         return f"wrong {name} (largest difference {diff:.3g})"
@@ -211,13 +215,26 @@ class Expected:
     want: _Evaluation
 
 
-def expected(task: Task) -> list[Expected]:
-    """The reference's outputs (and gradients) on every case of ``task``, in case order."""
+def expected(task: Task, cached: bool = False) -> list[Expected]:
+    """The reference's outputs (and gradients) on every case of ``task``, in case order.
+
+    With ``cached``, they are read from the reference cache when it has them for this package and torch, and
+    kept there after they are computed (:mod:`.reference_cache`): a second process answers at once.
+    """
+    from . import reference_cache
+
+    cases = task.cases()
+    if cached:
+        kept = reference_cache.load(task, cases)
+        if kept is not None:
+            return [Expected(case, weights, want) for case, (weights, want) in zip(cases, kept)]
     out = []
-    for index, case in enumerate(task.cases()):
+    for index, case in enumerate(cases):
         want0 = _evaluate(task, task.reference, case, None, student=False)
         weights = _weights(index, want0.outputs) if case.grad != "none" else None
         out.append(Expected(case, weights, _evaluate(task, task.reference, case, weights, student=False)))
+    if cached:
+        reference_cache.save(task, out)
     return out
 
 
@@ -281,28 +298,49 @@ def verdict(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -
         elif "nan or inf" in problem and task.nonfinite_hint:
             hint = task.nonfinite_hint
         elif g.error is None:
-            for wrong in task.wrong_answers:
-                try:
-                    mistaken = _evaluate(task, wrong.fn, e.case, e.weights, student=True)
-                except _NotImplemented:
-                    continue
-                if mistaken.error is None and _compare(task, e.case, g, mistaken, input_names) is None:
+            for k, wrong in enumerate(task.wrong_answers):
+                mistaken = _mistake(task, k, e)
+                if mistaken is not None and mistaken.error is None and \
+                        _compare(task, e.case, g, mistaken, input_names) is None:
                     hint = wrong.hint
                     break
         return status, f"{problem} on case '{e.case.name}'", hint
     return "passed", None, ""
 
 
+def _mistake(task: Task, index: int, e: Expected) -> _Evaluation | None:
+    """What the task's known mistake ``index`` gives on the case of ``e`` (None: it is not implemented there), from
+    the reference cache when it was kept (a mistake of an experiment trains networks), else run and kept."""
+    from . import reference_cache
+
+    memo = (task.id, id(task), index, e.case.name)
+    if memo in _MISTAKES:
+        return _MISTAKES[memo]
+    mistaken = reference_cache.load_mistake(task, index, e.case.name)
+    if mistaken is None:
+        try:
+            mistaken = _evaluate(task, task.wrong_answers[index].fn, e.case, e.weights, student=True)
+        except _NotImplemented:
+            return None
+        reference_cache.save_mistake(task, index, e.case.name, mistaken)
+    _MISTAKES[memo] = mistaken
+    return mistaken
+
+
+_MISTAKES: dict = {}  # (task id, task object, mistake, case) → its evaluation, once per process
+
+
 _CHECKED: dict = {}   # task id → (the task, its expected cases): check's reference answers, once per process
 
 
 def _checked_cases(task: Task) -> list[Expected]:
-    """:func:`expected` of ``task``, computed at its first :func:`check` in this process and kept: the cases are
-    seeded, so a second check of the same task (a student trying again) compares at once instead of running the
-    reference again (for an experiment, training its networks again)."""
+    """:func:`expected` of ``task``, computed at its first :func:`check` (or read from the reference cache on disk)
+    and kept for the process: the cases are seeded, so a second check of the same task (a student trying again,
+    in this kernel or after a restart) compares at once instead of running the reference again (for an
+    experiment, training its networks again)."""
     kept = _CHECKED.get(task.id)
     if kept is None or kept[0] is not task:
-        kept = _CHECKED[task.id] = (task, expected(task))
+        kept = _CHECKED[task.id] = (task, expected(task, cached=True))
     return kept[1]
 
 

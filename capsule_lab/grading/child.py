@@ -92,10 +92,10 @@ LOADING_ALLOWED = ("capsule_lab.profiles.setup",)
 _LOADING = "this notebook's definitions (loaded before its tasks)"
 
 
-def _audit_hook(forbidden: frozenset):
-    """From now on: refuse to open the package's files again, to look through ``gc``, to set a profile or
-    trace function, to start processes, to call C functions through ctypes and to import the modules that
-    would do either without an audit event."""
+def _audit_hook(forbidden: frozenset, forbidden_folder: str):
+    """From now on: refuse to open the package's files again or anything in the reference cache (the answers,
+    ``forbidden_folder``), to look through ``gc``, to set a profile or trace function, to start processes, to call
+    C functions through ctypes and to import the modules that would do either without an audit event."""
 
     def hook(event, args):
         if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
@@ -103,7 +103,7 @@ def _audit_hook(forbidden: frozenset):
                 path = os.path.realpath(os.fsdecode(args[0]))
             except (TypeError, ValueError):
                 return
-            if path in forbidden:
+            if path in forbidden or path == forbidden_folder or path.startswith(forbidden_folder + os.sep):
                 raise PermissionError(f"the grader refuses to open {path} while your functions are graded")
         elif event.startswith(_SPAWNING) or (event == "import" and args and args[0] in _UNIMPORTABLE):
             raise PermissionError("the grader does not let your functions start processes")
@@ -175,7 +175,9 @@ def main(workdir: str) -> int:
     allow_lists[_LOADING] = tuple(dict.fromkeys([*LOADING_ALLOWED, *(n for t in chapter for n in t.allowed)]))
     deny_for_good(answers, allow_lists, _LOADING)
     _disarm_spawning()
-    sys.addaudithook(_audit_hook(forbidden))
+    from .reference_cache import references_dir
+
+    sys.addaudithook(_audit_hook(forbidden, os.path.realpath(references_dir())))
     progress = os.path.join(workdir, "progress")
     _write(os.path.join(workdir, "ready"), b"")
 

@@ -3,7 +3,8 @@
 The grade of a task comes from here, never from what ran in the student's kernel:
 
 1. :func:`prepare`: the grader computes every task's inputs and the reference's answers itself, in its
-   own process, before any student code runs (and keeps them for the rest of the process);
+   own process, before any student code runs (and keeps them for the rest of the process), or reads the answers
+   it computed in an earlier run from the reference cache (:mod:`.reference_cache`);
 2. :func:`score_functions`: it starts :mod:`capsule_lab.grading.child` in a new session with the notebook's code
    cells and each task's *inputs* (never the answers), gives each task ``task_timeout`` seconds and kills
    the child's whole session when one runs over (then starts a new child for the remaining tasks); the
@@ -70,7 +71,7 @@ def prepare(tasks: Sequence[Task]) -> None:
         _DIGEST.append(_package_digest())
     for task in tasks:
         if task.id not in _EXPECTED:
-            _EXPECTED[task.id] = expected(task)
+            _EXPECTED[task.id] = expected(task, cached=True)
 
 
 def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], statement_timeout: float,

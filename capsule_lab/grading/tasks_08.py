@@ -231,9 +231,9 @@ def _ref_predict_p_value():
 
 _PREDICT_WRONG = (
     WrongAnswer("one-sided", lambda: _mcnemar_variant(*_predict_strings(), sides=1),
-                "half the p-value: that is one tail. Two-sided: p = 2 · P(X ≤ 2) for X ~ Binomial(14, ½)."),
+                "that is one tail of the test: McNemar's test is two-sided, so the other tail counts too."),
     WrongAnswer("P(X < 2)", lambda: _mcnemar_variant(*_predict_strings(), strict=True),
-                "the tail includes X = 2: P(X ≤ 2) = (C(14,0) + C(14,1) + C(14,2)) / 2¹⁴ = (1 + 14 + 91) / 16384."),
+                "the tail holds every split at least as uneven as the one observed, the observed split included."),
     WrongAnswer("continuity-corrected approximation", lambda: _mcnemar_normal(*_predict_strings(), continuity=1.0),
                 "that is the continuity-corrected chi-squared approximation (|12 − 2| − 1)²/14: close, but not the "
                 "exact test — sum the binomial tail."),
@@ -343,8 +343,9 @@ register(
          returns_number=True, answers=(mcnemar_test, stats_mcnemar_test, pooled_mcnemar_test)),
     Task("08.predict_p_value", "Prediction: is 12 against 2 a difference?", 1, _ref_predict_p_value,
          lambda: [Case("your prediction", (), grad="none")],
-         hint="only the 14 disagreements count: p = 2 · P(X ≤ 2) for X ~ Binomial(14, ½) = 2 · (1 + 14 + 91) / 2¹⁴ "
-              "(chapter 08, §6 is a difference real?).",
+         hint="only the images the two classifiers disagree on count; under the null hypothesis each goes either way "
+              "with probability ½, and p is the probability of a split at least as uneven as 12 against 2, in either "
+              "direction (chapter 08, §6 is a difference real?).",
          outputs=("p-value",), wrong_answers=_PREDICT_WRONG, function="predict_p_value", kind="prediction",
          returns_number=True, atol=0.002, rtol=0.0,
          answers=(mcnemar_test, stats_mcnemar_test, pooled_mcnemar_test)),

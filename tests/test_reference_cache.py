@@ -1,0 +1,181 @@
+"""capsule_lab.grading.reference_cache: reference answers kept on disk per task, keyed by the package's source and
+torch; read back exactly, never from a damaged or foreign file, and closed to the student's graded functions."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from capsule_lab.grading import get_task, grade_notebook
+from capsule_lab.grading import reference_cache as rc
+from capsule_lab.grading.checking import expected
+
+ROOT = Path(__file__).resolve().parents[1]
+# An implementation with gradients, a prediction (a number, no gradient), an experiment (a number it measures).
+TASKS = ("01.squash", "02.predict_coupling", "02.coupling_sharpness")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(rc.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache" / "references"
+
+
+def _raise(*args, **kwargs):
+    raise AssertionError("the reference ran although its answers were kept")
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return len(a) == len(b) and all((x is None and y is None) or (x is not None and y is not None and x.dtype == y.dtype
+                                                                  and torch.equal(x, y)) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("task_id", TASKS)
+def test_answers_are_kept_and_read_back_exactly_without_running_the_reference(cache, task_id):
+    task = get_task(task_id)
+    computed = expected(task)
+    first = expected(task, cached=True)
+    path = rc.cache_path(task)
+    assert path.is_file() and path.parent == cache
+    again = expected(dataclasses.replace(task, reference=_raise), cached=True)   # same id: read from the file
+    for want, kept_first, kept in zip(computed, first, again):
+        assert kept.case.name == want.case.name
+        assert _same(kept.weights, want.weights)
+        assert _same(kept.want.outputs, want.want.outputs) and _same(kept.want.grads, want.want.grads)
+        assert kept.want.differentiable == want.want.differentiable and kept.want.error is None
+        assert _same(kept_first.want.outputs, want.want.outputs)
+
+
+def test_a_known_mistake_is_kept_too_and_still_names_its_hint(cache, monkeypatch):
+    import capsule_lab.grading.checking as checking
+
+    task = get_task("01.squash")
+    wrong = task.wrong_answers[0]
+
+    def mistaken(s, dim=-1):                               # the student's own code, with the first known mistake
+        return s / (1 + (s * s).sum(dim=dim, keepdim=True))
+
+    first = checking._run_checks(task, mistaken)
+    assert first[1] == wrong.hint and rc.cache_path(task, "wrong0").is_file()
+    monkeypatch.setattr(checking, "_MISTAKES", {})        # a new process: only the file is left
+    unrunnable = dataclasses.replace(task, wrong_answers=tuple(dataclasses.replace(w, fn=_raise)
+                                                               for w in task.wrong_answers))
+    again = checking.verdict(unrunnable, checking.expected(unrunnable, cached=True),
+                             checking.run_student(unrunnable, mistaken, checking.expected(unrunnable, cached=True)))
+    assert again[2] == wrong.hint
+    with pytest.raises(ValueError, match="part must be"):
+        rc.cache_path(task, "answers")
+
+
+def test_the_key_changes_with_torch_and_with_the_package_source(cache, monkeypatch):
+    task = get_task("01.squash")
+    path = rc.cache_path(task)
+    monkeypatch.setattr(torch, "__version__", "0.0.0-other")
+    other_torch = rc.cache_path(task)
+    monkeypatch.undo()
+    monkeypatch.setenv(rc.CACHE_ENV, str(cache.parent))
+    monkeypatch.setattr(rc, "_FINGERPRINT", [{"version": "0.1.0", "digest": "0" * 64}])
+    other_source = rc.cache_path(task)
+    assert len({path, other_torch, other_source}) == 3
+    assert rc.cache_path(get_task("01.margin_loss")) != path
+
+
+def test_saving_removes_the_files_of_older_keys(cache, monkeypatch):
+    task = get_task("01.squash")
+    monkeypatch.setattr(rc, "_FINGERPRINT", [{"version": "0.0.9", "digest": "1" * 64}])
+    old = rc.save(task, expected(task))
+    monkeypatch.undo()
+    monkeypatch.setenv(rc.CACHE_ENV, str(cache.parent))
+    new = rc.save(task, expected(task))
+    assert old != new and new.is_file() and not old.exists()
+
+
+def test_a_damaged_or_foreign_file_is_ignored_and_written_again(cache):
+    task = get_task("01.squash")
+    right = expected(task)
+    path = rc.cache_path(task)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a torch file")
+    got = expected(task, cached=True)
+    assert all(_same(g.want.outputs, w.want.outputs) for g, w in zip(got, right))
+    assert rc.load(task, task.cases()) is not None, "written again"
+    other = get_task("01.margin_loss")
+    expected(other, cached=True)
+    rc.cache_path(other).replace(path)                       # another task's answers under this task's name
+    assert rc.load(task, task.cases()) is None and not path.exists()
+
+
+def test_a_cache_that_cannot_be_written_only_costs_time(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(rc.CACHE_ENV, str(blocker))
+    task = get_task("01.squash")
+    assert rc.save(task, expected(task)) is None
+    assert all(_same(g.want.outputs, w.want.outputs) for g, w in zip(expected(task, cached=True), expected(task)))
+
+
+def test_default_location_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv(rc.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert rc.references_dir() == tmp_path / "capsule-lab" / "references"
+
+
+CHECK_ONCE = """
+import sys, time
+from capsule_lab.grading import check
+start = time.perf_counter()
+check("{task}", lambda *args: 0.0, verbose=False)
+print(time.perf_counter() - start)
+"""
+
+
+def _check_seconds(task_id: str, env: dict) -> float:
+    out = subprocess.run([sys.executable, "-c", CHECK_ONCE.format(task=task_id)], env=env, check=True,
+                         capture_output=True, text=True, timeout=600).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_second_check_in_a_new_process_answers_in_seconds(tmp_path):
+    """The experiment of chapter 02 trains its reference (seconds to minutes); the second process reads it."""
+    env = dict(os.environ, **{rc.CACHE_ENV: str(tmp_path)}, OMP_NUM_THREADS="1")
+    first = _check_seconds("02.coupling_sharpness", env)
+    second = _check_seconds("02.coupling_sharpness", env)
+    assert second < 5.0 and second < first, (first, second)
+
+
+CACHE_READER = '''\
+def squash(s, dim=-1):
+    import glob, os
+    import torch
+    files = glob.glob(os.path.join(os.environ["{env}"], "references", "01.squash-*.pt"))
+    assert files, "no kept answers to read"
+    return torch.load(files[0], weights_only=True)
+'''
+
+
+@pytest.mark.notebook
+def test_a_graded_function_cannot_read_the_kept_answers(tmp_path, monkeypatch):
+    monkeypatch.setenv(rc.CACHE_ENV, str(tmp_path / "cache"))
+    nb = nbformat.read(ROOT / "solutions" / "01_capsules.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("def squash(")]
+    cell.source = CACHE_READER.format(env=rc.CACHE_ENV)
+    path = tmp_path / "01_capsules.ipynb"
+    nbformat.write(nb, path)
+    start = time.perf_counter()
+    report = grade_notebook(path)
+    squash = report["tasks"]["01.squash"]
+    assert rc.cache_path(get_task("01.squash")).is_file(), "the grader kept the answers before grading"
+    assert squash["status"] == "error" and "refuses to open" in squash["message"], squash
+    assert report["tasks"]["01.margin_loss"]["status"] == "passed"
+    assert time.perf_counter() - start < 600
