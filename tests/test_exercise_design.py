@@ -56,7 +56,13 @@ def test_three_kinds_of_task(chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_a_bug_hunt_gives_buggy_code_that_its_hints_name(chapter):
+def test_a_bug_hunt_shows_the_symptom_never_the_fix_or_the_line(chapter, monkeypatch):
+    """The exercise's given (buggy) function, checked as it stands: the first message gives the failing case with
+    expected against got, and names no known mistake, no line of the given code and no line of the solution; after
+    PLACE_HINT_AFTER failed checks the second hint narrows the place, still naming neither."""
+    import capsule_lab.grading.checking as checking
+
+    monkeypatch.setattr(checking, "_FAILED_CHECKS", {})
     master = notebook("solutions", chapter)
     for task in [t for t in tasks_for_chapter(chapter) if t.kind == "bug hunt"]:
         cells = [c.source for c in master.cells if c.cell_type == "code" and f"def {task.function}(" in c.source]
@@ -64,10 +70,16 @@ def test_a_bug_hunt_gives_buggy_code_that_its_hints_name(chapter):
         given_cell = next(c.source for c in notebook("exercises", chapter).cells
                           if c.cell_type == "code" and f"def {task.function}(" in c.source)
         namespace: dict = {}
-        exec("import torch\nimport torch.nn.functional as F\n" + given_cell, namespace)
-        result = check(task.id, namespace[task.function], verbose=False)
-        assert not result.passed, f"{task.id}: the given code already passes"
-        assert any(w.hint in result.message for w in task.wrong_answers), (task.id, result.message)
+        exec("import torch\nimport torch.nn.functional as F\nfrom math import comb\n" + given_cell, namespace)
+        lines = [line for line in significant(GIVEN.search(cells[0]).group(1).replace("#", "", 1))
+                 + [x for block in SOLUTION.findall(cells[0]) for x in significant(block)] if len(line) > 12]
+        for attempt in range(1, checking.PLACE_HINT_AFTER + 1):
+            message = check(task.id, namespace[task.function], verbose=False).message
+            squeezed = re.sub(r"\s+", "", message)
+            assert "expected" in message and "got" in message and checking.BUG_HUNT_HINT in message, message
+            assert not [w.label for w in task.wrong_answers if w.hint in message], (task.id, message)
+            assert not [line for line in lines if line in squeezed], (task.id, message)
+            assert (task.place_hint in message) == (attempt >= checking.PLACE_HINT_AFTER), (task.id, attempt, message)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -26,7 +26,7 @@ import capsule_lab
 import capsule_lab.layers
 from capsule_lab import grading
 from capsule_lab.grading import STATUSES, TASKS, check, grade, grade_notebook
-from capsule_lab.grading.checking import expected, run_student, verdict
+from capsule_lab.grading.checking import BUG_HUNT_HINT, expected, run_student, verdict
 from capsule_lab.grading.lock import AnswerRefused, refuse_for_good, refused
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,9 +328,10 @@ def test_untouched_exercises_score_zero(exercise_reports):
         assert set(report["tasks"]) == {t for t in POINTS if t.startswith(name[:2])}
         for task_id, task in report["tasks"].items():
             assert task["points"] == 0 and not task["passed"] and task["hint"]
-            if TASKS[task_id].kind == "bug hunt":      # the given code runs, and fails with one of its known mistakes
-                assert task["status"] == "wrong"
-                assert any(w.hint == task["hint"] for w in TASKS[task_id].wrong_answers)
+            if TASKS[task_id].kind == "bug hunt":      # the given code runs, and fails with its symptom only
+                assert task["status"] == "wrong" and task["hint"] == BUG_HUNT_HINT
+                assert "expected" in task["message"] and "got" in task["message"]
+                assert not any(w.hint in task["message"] for w in TASKS[task_id].wrong_answers)
             else:
                 assert task["status"] == "error" and task["message"].startswith("not implemented yet")
         # the explore cells call the unfinished functions: reported, not fatal

@@ -65,6 +65,7 @@ def test_a_known_mistake_is_kept_too_and_still_names_its_hint(cache, monkeypatch
     def mistaken(s, dim=-1):                               # the student's own code, with the first known mistake
         return s / (1 + (s * s).sum(dim=dim, keepdim=True))
 
+    monkeypatch.setattr(checking, "_MISTAKES", {})        # nothing kept from an earlier test in this process
     first = checking._run_checks(task, mistaken)
     assert first[1] == wrong.hint and rc.cache_path(task, "wrong0").is_file()
     monkeypatch.setattr(checking, "_MISTAKES", {})        # a new process: only the file is left

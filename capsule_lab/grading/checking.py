@@ -32,8 +32,14 @@ import torch
 from .lock import AnswerRefused, call_student, denied
 from .tasks import Case, Task, generator, get_task
 
-__all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "CheckResult", "check", "Expected", "expected", "run_student",
+__all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "PLACE_HINT_AFTER", "BUG_HUNT_HINT", "CheckResult", "check", "Expected", "expected", "run_student",
            "verdict", "credit", "earned_points", "to_record", "from_record"]
+
+#: After this many failed checks of a bug hunt in one kernel, the check adds the task's ``place_hint``.
+PLACE_HINT_AFTER = 3
+#: What a bug hunt's failed check suggests besides the symptom (it names no line and no fix).
+BUG_HUNT_HINT = ("run the function you were given on this case and compare each intermediate value with a hand "
+                 "computation from the chapter: the first one that differs is computed on the wrong line.")
 
 RTOL = 1e-5
 ATOL = 1e-6  # scaled by max(1, largest reference value) for each compared tensor
@@ -144,8 +150,10 @@ def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, studen
     return ev
 
 
-def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | None = None) -> str | None:
-    """None if ``got`` matches ``want`` (within the task's tolerance, if it states one); else what differs."""
+def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | None = None,
+              symptom: bool = False) -> str | None:
+    """None if ``got`` matches ``want`` (within the task's tolerance, if it states one); else what differs (with
+    ``symptom`` or in a bug hunt: where, expected against got)."""
     if tuple(got.shape) != tuple(want.shape):
         return f"{name} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
     if got.dtype != want.dtype:
@@ -158,6 +166,8 @@ def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | Non
     atol = ATOL * scale if task is None or task.atol is None else task.atol
     if not torch.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
         diff = float((g - w).abs().nan_to_num(nan=math.inf).max())
+        if symptom or (task is not None and task.kind == "bug hunt"):
+            return _symptom(name, g, w)
         if task is not None and task.returns_number and task.kind == "prediction":
             # a prediction stays one: the message says outside the band, never where the band is centred
             return (f"{name} {float(g):.4g} is outside the accepted band (±{atol + rtol * abs(float(w)):.3g} around "
@@ -166,6 +176,18 @@ def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | Non
             return f"{name} {float(g):.4g} is not within {atol + rtol * abs(float(w)):.3g} of {float(w):.4g}"
         return f"wrong {name} (largest difference {diff:.3g})"
     return None
+
+
+def _symptom(name: str, got: torch.Tensor, want: torch.Tensor) -> str:
+    """A bug hunt's symptom: where ``got`` differs most from ``want``, expected against got, and how many differ."""
+    difference = (got - want).abs().nan_to_num(nan=math.inf)
+    if want.numel() <= 1:
+        return f"wrong {name}: expected {float(want):.4g}, got {float(got):.4g}"
+    flat = int(difference.flatten().argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), want.shape))
+    differ = int((difference > ATOL * max(1.0, float(want.abs().max()))).sum())
+    return (f"wrong {name}: at index {index} expected {float(want.flatten()[flat]):.4g}, got "
+            f"{float(got.flatten()[flat]):.4g} ({differ} of {want.numel()} entries differ)")
 
 
 def _compare(task: Task, case: Case, got: _Evaluation, want: _Evaluation, input_names: list) -> str | None:
@@ -190,7 +212,7 @@ def _compare(task: Task, case: Case, got: _Evaluation, want: _Evaluation, input_
             w = torch.zeros_like(g) if g is not None else None
         if g is None:
             continue
-        problem = _mismatch(f"gradient w.r.t. {name}", g, w)
+        problem = _mismatch(f"gradient w.r.t. {name}", g, w, symptom=task.kind == "bug hunt")
         if problem:
             return problem
     return None
@@ -297,6 +319,8 @@ def verdict(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -
             hint = f"write {task.function or 'the function'} yourself, in plain torch (chapter {task.chapter})."
         elif "nan or inf" in problem and task.nonfinite_hint:
             hint = task.nonfinite_hint
+        elif task.kind == "bug hunt":
+            hint = BUG_HUNT_HINT        # the symptom only: no known mistake, no definition it breaks
         elif g.error is None:
             for k, wrong in enumerate(task.wrong_answers):
                 mistaken = _mistake(task, k, e)
@@ -328,6 +352,7 @@ def _mistake(task: Task, index: int, e: Expected) -> _Evaluation | None:
 
 
 _MISTAKES: dict = {}  # (task id, task object, mistake, case) → its evaluation, once per process
+_FAILED_CHECKS: dict = {}  # bug hunt id → failed checks in this process (the place hint comes after a few)
 
 
 _CHECKED: dict = {}   # task id → (the task, its expected cases): check's reference answers, once per process
@@ -437,7 +462,9 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     own implementation"): an answer that calls them fails with status ``refused``.
 
     Prints ``✔ 02.routing_step passed (2/2 points)`` or ``✘ 02.routing_step failed: <what differed, on
-    which case> — hint: <hint>`` (unless ``verbose=False``) and returns a :class:`CheckResult`. This is
+    which case> — hint: <hint>`` (unless ``verbose=False``) and returns a :class:`CheckResult`. A bug hunt's
+    message gives the symptom only (the case, expected against got); from its :data:`PLACE_HINT_AFTER`-th failed
+    check in this kernel on, it adds the task's second hint, which narrows the place, never the fix. This is
     feedback in the student's kernel; ``capsule-lab grade`` scores the notebook on its own.
 
     Tasks: see :data:`~capsule_lab.grading.tasks.TASKS` (chapters 01–07). Unknown ids raise ``ValueError``.
@@ -455,6 +482,10 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
         except _NotImplemented:
             problem, hint = NOT_IMPLEMENTED, task.hint
     passed = problem is None
+    if not passed and task.kind == "bug hunt" and problem != NOT_IMPLEMENTED:
+        _FAILED_CHECKS[task.id] = _FAILED_CHECKS.get(task.id, 0) + 1
+        if _FAILED_CHECKS[task.id] >= PLACE_HINT_AFTER:     # repeated failures: narrow the place, never the fix
+            hint = f"{hint} Second hint: {task.place_hint}"
     message = f"passed all {len(task.cases())} cases" if passed else f"{problem} — hint: {hint}"
     if not passed and fraction > 0:
         message += f" (case groups failed: {', '.join(failed)})"

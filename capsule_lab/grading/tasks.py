@@ -84,6 +84,10 @@ class Task:
     ``"experiment"``. ``returns_number``: the function returns a plain number (compared as a float64
     scalar); ``rtol``/``atol``: the tolerance of the comparison (default the checker's tight one; a
     prediction or an experiment states its band, ``atol`` absolute, not scaled).
+
+    A bug hunt's check shows the symptom only (the failing case, expected against got), never a known mistake's
+    hint nor the definition it breaks; after :data:`~capsule_lab.grading.checking.PLACE_HINT_AFTER` failed checks
+    it adds ``place_hint``, which narrows where the bug is, never how to fix it.
     """
 
     id: str
@@ -103,6 +107,7 @@ class Task:
     returns_number: bool = False
     rtol: float | None = None
     atol: float | None = None
+    place_hint: str = ""
 
     @property
     def chapter(self) -> str:
@@ -150,6 +155,8 @@ def register(*tasks: Task) -> None:
                              f"(e.g. 'capsule_lab.capsules.squash'), got {task.allowed!r}")
         if task.kind not in KINDS:
             raise ValueError(f"task {task.id!r}: kind must be one of {list(KINDS)}, got {task.kind!r}")
+        if task.kind == "bug hunt" and not task.place_hint.strip():
+            raise ValueError(f"task {task.id!r}: a bug hunt needs a place_hint (where to look, never the fix)")
         for name in ("rtol", "atol"):
             value = getattr(task, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):

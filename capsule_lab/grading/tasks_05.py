@@ -489,7 +489,9 @@ register(
          outputs=("entropy per class", "mean entropy"), wrong_answers=_ENTROPY_WRONG,
          nonfinite_hint="nan or inf: 0 · log₂ 0 counts as 0 (a key a class never uses adds nothing), and a class "
                         "never predicted has H_j = 0.",
-         function="class_entropy", kind="bug hunt", answers=_REM_ANSWERS),
+         function="class_entropy", kind="bug hunt",
+         place_hint=("the key ids and the counts are right; look at the line that turns the counts into frequencies."),
+         answers=_REM_ANSWERS),
     Task("05.flip_entropy", "Prediction: the entropy of couplings at the uniform 1/J with K = 6", 1,
          _ref_flip_entropy, lambda: [Case("your prediction", (), grad="none")],
          hint="where does the uniform coupling 1/J = 0.1 fall among the K = 6 levels, what does that do to 64 keys "

@@ -368,7 +368,9 @@ register(
               "(chapter 06, sections 2 and 3).",
          outputs=("activities", "poses"), wrong_answers=_LADDER_WRONG,
          input_names=("selected", "propagation", "contributions", "regression"), function="ladder_forward",
-         kind="bug hunt", answers=_LADDER_ANSWERS),
+         kind="bug hunt",
+         place_hint=("eq. 1 (s_j) and eq. 4 (δ_j) are computed right; look at the inputs of eq. 2's regression."),
+         answers=_LADDER_ANSWERS),
     Task("06.activity_under_noise", "Mini-experiment: how fast the activity falls as the parts move", 2,
          _ref_activity_under_noise, _experiment_cases,
          hint="regress the task's parts from s with the maps and squash each row (your regressed_rows, or the same "

@@ -376,7 +376,9 @@ register(
               "μ_j = Σ_i c_ij v_ij; return (μ, c) (chapter 07, Algorithm 1 and similarity routing).",
          outputs=("poses", "couplings"), wrong_answers=_LOOP_WRONG,
          input_names=("votes", "activations", "length_scales", "mixing_logits"), function="similarity_routing_loop",
-         kind="bug hunt", answers=_LOOP_ANSWERS),
+         kind="bug hunt",
+         place_hint=("c⁰ and μ⁰ are right; the wrong line is inside the loop, where the compatibilities become couplings."),
+         answers=_LOOP_ANSWERS),
     Task("07.entropy_vs_lambda", "Mini-experiment: how λ1 softens the clusters", 2, _ref_entropy_vs_lambda,
          _experiment_cases,
          hint="route the task's votes with your fixed similarity_routing_loop (λ2 = 0.1, T = 3, the given length "
