@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from capsule_lab.grading import check, tasks_for_chapter
+from capsule_lab.grading import TASKS, check, tasks_for_chapter
 from capsule_lab.grading.tasks import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,3 +123,22 @@ def test_each_case_group_is_named_in_the_exercise(chapter):
         if len(groups) > 1:
             missing = [g for g in groups if g not in text]
             assert not missing, f"{task.id}: the exercise does not name the case groups {missing}"
+
+
+EXPERIMENTS = [t.id for t in TASKS.values() if t.kind == "experiment" and t.id not in ("04.revival", "08.new_router")]
+
+
+@pytest.mark.parametrize("task_id", EXPERIMENTS)
+def test_an_experiment_refuses_its_plausible_wrong_variants(task_id):
+    """Each mini-experiment's band tells right from wrong: every registered wrong variant (a step of the experiment
+    done the other plausible way) misses the band on at least one case of every case group, so it earns nothing.
+    (04.revival and 08.new_router train networks: tests/test_tasks_04.py and test_tasks_08.py run theirs.)"""
+    from capsule_lab.grading.checking import _evaluate, credit, expected
+
+    task = TASKS[task_id]
+    cases = expected(task)
+    assert task.wrong_answers, task_id
+    for wrong in task.wrong_answers:
+        got = [_evaluate(task, wrong.fn, e.case, None, student=False) for e in cases]
+        fraction, failed = credit(task, cases, got)
+        assert fraction == 0, (task_id, wrong.label, failed)

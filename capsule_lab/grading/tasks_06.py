@@ -265,10 +265,13 @@ _LADDER_WRONG = (
 #: The experiment's sizes: N images, K kept capsules of dimension d, class poses of dimension D.
 _EXP_N, _EXP_K, _EXP_D, _EXP_POSE = 1000, 8, 8, 16
 
-#: The experiment's band, atol: 1.5 × the largest difference between seeds 0, 1 and 2 of the mean activity, over
-#: σ = 0.05, 0.1, 0.2, 0.4 and 0.8 (measured: the largest, 0.00470, at σ = 0.8; tests/test_tasks_06.py measures it
-#: again).
-_EXP_BAND = 0.00705
+#: The experiment's band, atol. The answer is compared with the reference at the same seed and σ, which a float64
+#: computation reproduces to round-off (4e-17 between this CPU's kernels on 2 threads and AVX2-only kernels on 1
+#: thread). What a correct answer may still differ by is the choice of γ: the paper's 5.12 or the exact root 5.129…
+#: of the chapter (`solve_gamma`), which moves the mean activity by up to 0.00056 on the task's cases; the band is
+#: 0.001. (The spread *between* seeds, 0.0047, is no measure of this comparison.) The nearest wrong variant, the
+#: error averaged over all K·d entries, misses it by 0.0096 at σ = 0.05 and far more elsewhere (tests/test_tasks_06.py).
+_EXP_BAND = 0.001
 
 
 def _experiment_data(seed: int):
