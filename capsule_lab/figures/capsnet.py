@@ -16,16 +16,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import image_array, to_numpy
-from .descriptions import describe
+from .descriptions import describe, join_words
 from .style import MAX_FIGURE_WIDTH, series
 
 __all__ = ["plot_history", "plot_reconstructions", "plot_pose_sweep"]
-
-
-def _join(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _course(values, epochs, fmt: str, best: str) -> str:
@@ -155,7 +149,7 @@ def _reconstructions_alt(x: np.ndarray, y: np.ndarray, labels, predictions) -> s
             wrong = [n for n in range(N) if labels[n] != predictions[n]]
             text += (f". All {N} predictions are correct" if not wrong else
                      f". {N - len(wrong)} of {N} predictions are correct; "
-                     + _join([f"{name(n)} is read as a {predictions[n]}" for n in wrong]))
+                     + join_words([f"{name(n)} is read as a {predictions[n]}" for n in wrong]))
     errors = ((x - y) ** 2).reshape(N, -1).mean(axis=1)
     text += f". Mean squared error per pixel {errors.mean():.3f}"
     if N > 1:
@@ -224,7 +218,7 @@ def _span(dims: Sequence[int]) -> str:
     """'dim 0 to dim 15' for a run of dimensions, else 'dim 0, dim 5 and dim 15'."""
     if len(dims) > 3 and list(dims) == list(range(dims[0], dims[0] + len(dims))):
         return f"dim {dims[0]} to dim {dims[-1]}"
-    return _join([f"dim {k}" for k in dims])
+    return join_words([f"dim {k}" for k in dims])
 
 
 def _sweep_change(s: np.ndarray, p: np.ndarray, dims: Sequence[int]) -> str:
@@ -236,7 +230,7 @@ def _sweep_change(s: np.ndarray, p: np.ndarray, dims: Sequence[int]) -> str:
     order = np.argsort(-change, kind="stable")
 
     def listed(ks):
-        return _join([f"dim {dims[k]}" for k in ks]) + " (" + ", ".join(f"{change[k]:.3f}" for k in ks) + ")"
+        return join_words([f"dim {dims[k]}" for k in ks]) + " (" + ", ".join(f"{change[k]:.3f}" for k in ks) + ")"
 
     head = f"Between the columns {p[0]:+.2f} and {p[-1]:+.2f} the image changes, in mean absolute pixel difference, "
     if len(dims) <= 4:

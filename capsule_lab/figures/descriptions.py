@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Description", "describe", "description_of", "show", "check_alt_text", "caption_cells",
+__all__ = ["Description", "describe", "description_of", "show", "check_alt_text", "is_file_name", "join_words",
+           "caption_cells",
            "METADATA_KEY", "MIN_ALT_WORDS"]
 
 #: The key of a figure output's metadata under which :func:`show` stores the description.
@@ -50,13 +51,26 @@ class Description:
                              "the caption titles it")
 
 
+def is_file_name(text: str) -> bool:
+    """Whether ``text`` looks like a file name or a hash (what MyST-NB writes as alt text when a cell gives none)."""
+    return bool(_FILE_NAME.match(text.strip()))
+
+
+def join_words(items) -> str:
+    """The items in words, for a description: ``'a'``, ``'a and b'``, ``'a, b and c'``."""
+    items = [str(item) for item in items]
+    if not items:
+        raise ValueError("join_words needs at least one item")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def check_alt_text(alt: str) -> str:
     """``alt`` if it can describe a data figure, else ValueError: not empty, not a file name or hash, not a
     placeholder ("figure", "plot of ..."), at least :data:`MIN_ALT_WORDS` words, one paragraph."""
     if not isinstance(alt, str) or not alt.strip():
         raise ValueError(f"alt text must be a non-empty str, got {alt!r}")
     text = alt.strip()
-    if _FILE_NAME.match(text):
+    if is_file_name(text):
         raise ValueError(f"alt text must say what the figure shows, not name a file: {text!r}")
     if _PLACEHOLDER.match(text):
         raise ValueError(f"alt text must say what the figure shows, not what kind of picture it is: {text!r}")

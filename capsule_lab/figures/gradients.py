@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 
 from .._checks import check_positive_int, to_numpy
-from .descriptions import describe
+from .descriptions import describe, join_words
 from .style import PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",
@@ -106,7 +106,7 @@ def _node_name(name: str) -> str:
 def _edge_list(edges) -> str:
     """``"b(1) → c(1), c(1) → s(1) and b(1) → b(2)"``."""
     names = [f"{_node_name(a)} → {_node_name(b)}" for a, b in edges]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return join_words(names)
 
 
 def _path(edges) -> str:

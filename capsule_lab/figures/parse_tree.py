@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 
 from ..diagnostics import ACTIVE_EPS, DEAD_MEAN_EPS, DEAD_STD_EPS, CapsuleRecord, dead_mask, layer_table
 from ..tables import Table
-from .descriptions import describe
+from .descriptions import describe, join_words
 from .style import PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["ParseTreeSummary", "parse_tree_summary", "plot_parse_tree", "parse_tree_figure",
@@ -135,7 +135,7 @@ def _numbers(values, fmt: str = ".2f", every: str | None = None) -> str:
         return "none"
     if every is not None and len(texts) > 1 and len(set(texts)) == 1:
         return f"{texts[0]} in every {every}"
-    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+    return join_words(texts)
 
 
 def _parse_tree_alt(summary: ParseTreeSummary) -> str:
@@ -541,7 +541,7 @@ def activation_correlation_figure(strengths: Sequence[float], correlations: Sequ
     if all(falling):
         trend = "Every layer's correlation falls at every step of the strength"
     elif any(falling):
-        fall = _numbers_words([label for label, f in zip(labels, falling) if f])
+        fall = join_words([label for label, f in zip(labels, falling) if f])
         trend = f"The correlation falls at every step of the strength for {fall}, not for the others"
     else:
         trend = "No layer's correlation falls at every step of the strength"
@@ -560,6 +560,3 @@ def activation_correlation_figure(strengths: Sequence[float], correlations: Sequ
     return describe(fig, alt, caption)
 
 
-def _numbers_words(names) -> str:
-    names = list(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -38,7 +38,7 @@ from .._checks import check_class_index, check_positive_int, image_array, to_num
 from ..models import CapsNetConfig
 from ..models.capsnet import BackboneConfig
 from ..rem_study import RemRun, RoutingMeasure, Step
-from .descriptions import describe
+from .descriptions import describe, join_words
 from .style import MAX_FIGURE_WIDTH, PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["plot_pruning_curve", "pruning_curve_figure", "plot_entropy_accuracy", "entropy_accuracy_figure",
@@ -112,12 +112,6 @@ def _change(first: float, last: float, tolerance: float) -> str:
     if last < first - tolerance:
         return "falls"
     return "stays level"
-
-
-def _names(names) -> str:
-    """'A', 'A and B', 'A, B and C'."""
-    names = [str(n) for n in names]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 # ---------------------------------------------------------------- entropy and accuracy while pruning (Figure 8)
@@ -338,7 +332,7 @@ def _levels_alt(levels: list, entropies: dict, ceiling: float | None, accuracies
     model's accuracy against K (where it comes within a point of its best)."""
     values = {name: np.asarray(v, dtype=float) for name, v in entropies.items()}
     alt = (f"{'Left: entropy' if accuracies is not None else 'Entropy'} (bits) against K, "
-           f"{len(levels)} values from {levels[0]} to {levels[-1]} on a log scale, for {_names(values)}"
+           f"{len(levels)} values from {levels[0]} to {levels[-1]} on a log scale, for {join_words(values)}"
            + ("; right: test accuracy (%)" if accuracies is not None else "") + ". Entropy: "
            + "; ".join(_levels_entropy_words(n, levels, v) for n, v in values.items()) + ".")
     if len(values) >= 2:
@@ -458,7 +452,7 @@ def _keys_alt(keys: dict, class_names) -> str:
         said.append(f"{name} has {sum(counts.values()) / len(classes):.1f} keys per class on average, most for "
                     f"{names[most]} ({counts[most]}), fewest for {names[fewest]} ({counts[fewest]})")
     alt = (f"Grouped bars: the number of distinct parse trees (keys) of each of {len(classes)} predicted classes, "
-           f"one bar per model ({_names(keys)}; " + ", ".join(
+           f"one bar per model ({join_words(keys)}; " + ", ".join(
                f"{name} {'plain' if not HATCHES[k % len(HATCHES)] else 'hatched'}"
                for k, name in enumerate(keys)) + "). " + "; ".join(said) + ".")
     if len(keys) >= 2:
@@ -547,7 +541,7 @@ def coupling_histogram_figure(couplings: dict, levels=(9, 11), upper: float = 0.
     cut = "; ".join((f"{len(e)} edge{'s' if len(e) > 1 else ''} of K = {K} ({', '.join(f'{x:.4g}' for x in e)})"
                      if e else f"no edge of K = {K}") for K, e in inside.items())
     alt = (f"Histograms of couplings from 0 to {upper:g}, {len(panels)} panel{'s' if len(panels) > 1 else ''} "
-           f"({_names(panels)}), {styles}; grey lines mark the bin edges of {edges}. 98 % of the couplings lie in "
+           f"({join_words(panels)}), {styles}; grey lines mark the bin edges of {edges}. 98 % of the couplings lie in "
            + "; ".join(f"[{b[0]:.3f}, {b[1]:.3f}] for {panel} {model}" for (panel, model), b in bands.items())
            + f". Between {low:.3f} and {high:.3f} lie {cut}.")
     return describe(fig, alt, title or "Couplings to the predicted class, with the bin edges of "
@@ -744,7 +738,7 @@ def parse_tree_graph_figure(measures: dict, label: int, grid: tuple, images=None
     fig.suptitle(f"parse tree of class {label}, backtracked from the predicted class", fontsize=10)
     H, W, O = _check_grid(grid, next(iter(measures.values())).couplings.shape[1])
     shown = 1 / next(iter(measures.values())).classes if threshold is None else threshold
-    alt = (f"Parse tree of class {label} for {_names(measures)}, one row each: edges from the class capsule to the "
+    alt = (f"Parse tree of class {label} for {join_words(measures)}, one row each: edges from the class capsule to the "
            f"primary capsules of the {H} × {W} × {O} grid whose mean quantised coupling (K = {levels}) is above "
            f"{shown:.3g}" + ("; beside each, the class's mean image with a dot at each receptive field, sized by the "
                              "coupling" if images is not None else "") + ". "
@@ -781,7 +775,7 @@ def _saliency_alt(x: np.ndarray, arrays: dict, labels) -> str:
     rows = f"{len(x)} images in rows" + (f" (predicted {', '.join(str(int(p)) for p in labels)})"
                                           if labels is not None else "")
     covered = f"{100 * objects[with_object].mean():.0f} %" if with_object else "none"
-    return (f"{rows}; columns: the image, then {_names(arrays)} over it, each map scaled to [0, 1] per image "
+    return (f"{rows}; columns: the image, then {join_words(arrays)} over it, each map scaled to [0, 1] per image "
             f"(viridis, bright = salient). The object's pixels (grey level above {OBJECT_LEVEL:g}) cover {covered} of "
             f"the images. " + "; ".join(said) + ".")
 
@@ -829,7 +823,7 @@ def saliency_figure(images, maps: dict, predictions=None, title: str | None = No
     if title:
         fig.suptitle(title, fontsize=10)
     return describe(fig, _saliency_alt(x, arrays, labels),
-                    title or f"{_names(arrays)} over {x.shape[0]} images")
+                    title or f"{join_words(arrays)} over {x.shape[0]} images")
 
 
 # ---------------------------------------------------------------- the pruning explorer's picture

@@ -14,7 +14,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .descriptions import describe
+from .descriptions import describe, join_words
 from .style import MARKERS as _STYLE_MARKERS
 from .style import MAX_FIGURE_WIDTH, PALETTE
 
@@ -124,10 +124,6 @@ def accuracy_time_figure(summary: dict, time: str = "train_step_ms"):
     return describe(fig, *accuracy_time_description(summary, time))
 
 
-def _names(names: list) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 def _extremes(values: dict, highest: bool = True) -> list:
     """The routers with the highest (or lowest) finite value, ties included, in the summary's order."""
     finite = {n: v for n, v in values.items() if np.isfinite(v)}
@@ -157,16 +153,16 @@ def accuracy_time_description(summary: dict, time: str = "train_step_ms") -> tup
         top = values[best[0]]
         near = sum(1 for v in values.values() if np.isfinite(v) and top - v <= 0.5)
         side = "left" if panel == "clean" else "right"
-        timed = _names([f"{n} ({_ms(times[n])})" for n in best])
+        timed = join_words([f"{n} ({_ms(times[n])})" for n in best])
         panels.append(f"{panel} ({side}): the most accurate {'is' if len(best) == 1 else 'are'} {timed} at "
-                      f"{top:.2f} %, the least accurate {_names(worst)} at {values[worst[0]]:.2f} %; "
+                      f"{top:.2f} %, the least accurate {join_words(worst)} at {values[worst[0]]:.2f} %; "
                       f"{near} of {len(values)} routers lie within half a point of the best")
     alt = (f"Two panels of test accuracy against the training step's time on a logarithmic axis, one marker and "
            f"colour per router, {len(summary)} routers. " + ". ".join(p[0].upper() + p[1:] for p in panels) + ".")
     fastest, slowest = _extremes(times, highest=False), _extremes(times)
     if fastest:
-        alt += (f" The fastest step is {_names(fastest)}'s ({_ms(times[fastest[0]])}, {clean[fastest[0]]:.2f} % "
-                f"clean), the slowest {_names(slowest)}'s ({_ms(times[slowest[0]])}, {clean[slowest[0]]:.2f} % clean).")
+        alt += (f" The fastest step is {join_words(fastest)}'s ({_ms(times[fastest[0]])}, {clean[fastest[0]]:.2f} % "
+                f"clean), the slowest {join_words(slowest)}'s ({_ms(times[slowest[0]])}, {clean[slowest[0]]:.2f} % clean).")
     caption = "Clean and affine test accuracy against the time of a training step, per router"
     return alt, caption
 
@@ -237,10 +233,10 @@ def measures_description(summary: dict, measures: Sequence[str] = ("affine_accur
         elif values[high[0]] == values[low[0]]:
             text = f"{values[high[0]]:.3g} for every router"
         else:
-            text = (f"highest {_names(high)} ({values[high[0]]:.3g}), lowest {_names(low)} "
+            text = (f"highest {join_words(high)} ({values[high[0]]:.3g}), lowest {join_words(low)} "
                     f"({values[low[0]]:.3g})")
         if missing and high:
-            text += f"; none for {_names(missing)}"
+            text += f"; none for {join_words(missing)}"
         parts.append(f"{label}: {text}")
     alt = (f"Bar charts of {len(measures)} measures, one panel each, the same {len(summary)} routers from top to bottom "
            f"in each (mean over seeds with its standard error). " + ". ".join(p[0].upper() + p[1:] for p in parts) + ".")

@@ -21,19 +21,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import stack_per_iteration, tick_labels, to_numpy
-from .descriptions import describe
+from .descriptions import describe, join_words
 from .style import LINESTYLES, MAX_FIGURE_WIDTH, OUTPUT_COLORS, REFERENCE_COLOR
 
 __all__ = ["plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing"]
 
 #: The hatch of output capsule j's segments in the coupling bars (besides its colour).
 _HATCHES = ("", "////", "....", "xxxx", "\\\\\\\\", "++++")
-
-
-def _join(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _assignment(c: np.ndarray, ins: Sequence[str], outs: Sequence[str]) -> str:
@@ -46,11 +40,11 @@ def _assignment(c: np.ndarray, ins: Sequence[str], outs: Sequence[str]) -> str:
     for j in range(c.shape[1]):
         rows = [i for i in range(c.shape[0]) if best[i] == j]
         if rows:
-            who = ("inputs " if len(rows) > 1 else "input ") + _join([ins[i] for i in rows])
+            who = ("inputs " if len(rows) > 1 else "input ") + join_words([ins[i] for i in rows])
             groups.append((who, len(rows) > 1, f"{outs[j]} (" + ", ".join(f"{c[i, j]:.2f}" for i in rows) + ")"))
     who, plural, where = groups[0]
     head = f"{who} send{'' if plural else 's'} most of {'their' if plural else 'its'} vote to {where}"
-    return _join([head] + [f"{who} to {where}" for who, _, where in groups[1:]])
+    return join_words([head] + [f"{who} to {where}" for who, _, where in groups[1:]])
 
 
 def _uniformity(c: np.ndarray) -> str:
@@ -78,14 +72,14 @@ def _iterations_alt(c: np.ndarray, ins: Sequence[str], outs: Sequence[str], pose
     if R == 1:
         text = f"In its one iteration {_state(c[0], ins, outs)}"
         if lengths is not None:
-            text += "; " + _join([f"{outs[j]} has length {lengths[0, j]:.2f}" for j in range(J)])
+            text += "; " + join_words([f"{outs[j]} has length {lengths[0, j]:.2f}" for j in range(J)])
         return text + "."
     text = f"In iteration 1 {_state(c[0], ins, outs)}"
     if lengths is not None:
-        text += " (" + _join([f"{outs[j]} has length {lengths[0, j]:.2f}" for j in range(J)]) + ")"
+        text += " (" + join_words([f"{outs[j]} has length {lengths[0, j]:.2f}" for j in range(J)]) + ")"
     text += f". By iteration {R} {_state(c[-1], ins, outs)}"
     if lengths is not None:
-        text += "; the length of " + _join([f"{outs[j]} {_change(lengths[0, j], lengths[-1, j])}"
+        text += "; the length of " + join_words([f"{outs[j]} {_change(lengths[0, j], lengths[-1, j])}"
                                               for j in range(J)])
     return text + "."
 
@@ -278,7 +272,7 @@ def plot_routing_state(votes, couplings, poses, title: str | None = None,
     I, J, _ = u.shape
     ins = tick_labels(input_labels, I, "{}", "input_labels")
     outs = tick_labels(output_labels, J, "v{}", "output_labels")
-    lengths = _join([f"{outs[j]} of length {np.linalg.norm(v[j]):.2f}" for j in range(J)])
+    lengths = join_words([f"{outs[j]} of length {np.linalg.norm(v[j]):.2f}" for j in range(J)])
     describe(fig, f"Left: the 2-D votes of {I} input capsules for {J} output capsules, thin arrows as opaque and as "
                   f"thick as their couplings, and the outputs as thick arrows, {lengths}. Right: one stacked bar of "
                   f"couplings per input capsule; {_state(c, ins, outs)}.",

@@ -38,6 +38,7 @@ import torch
 from .checking import NOT_IMPLEMENTED, Expected, credit, earned_points, expected, from_record, verdict
 from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
                         limited, start_in_new_session, usage)
+from .reference_cache import package_fingerprint
 from .tasks import Task
 
 __all__ = ["STATUSES", "prepare", "score_functions"]
@@ -56,12 +57,7 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _package_digest() -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    for path in sorted(Path(_PACKAGE_ROOT, "capsule_lab").rglob("*.py")):
-        digest.update(str(path).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return package_fingerprint()["digest"]
 
 
 def prepare(tasks: Sequence[Task]) -> None:
