@@ -246,3 +246,37 @@ def test_the_cli_takes_the_limits():
     assert (args.memory_limit, args.cpu_limit) == (3000, 600)
     args = build_parser().parse_args(["grade", "a.ipynb"])
     assert (args.memory_limit, args.cpu_limit) == (None, None)
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("grading-limits")
+def test_a_kernel_that_dies_at_start_because_its_port_is_taken_is_started_again(tmp_path, monkeypatch):
+    """Two kernels started at once can pick the same free port; the one that binds second dies before
+    replying to kernel_info (CI, `grade -j 2`). The grader starts it again instead of failing the notebook."""
+    import socket
+
+    from capsule_lab.grading import kernel
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    manager_class = kernel._limited_kernel_manager_class()
+    starts = []
+
+    class FirstStartClashes(manager_class):
+        async def _async_pre_start_kernel(self, **kw):
+            starts.append(len(starts) == 0)
+            if starts[-1]:  # the first kernel is told to bind a port that is already taken
+                self.cache_ports = False
+                self.shell_port = busy.getsockname()[1]
+            return await super()._async_pre_start_kernel(**kw)
+
+    monkeypatch.setattr(kernel, "_limited_kernel_manager_class", lambda: FirstStartClashes)
+    nb = nbformat.v4.new_notebook(cells=[new_code_cell("print(6 * 7)")])
+    try:
+        report = kernel.run_notebook(nb, tmp_path, timeout=60, env=dict(os.environ))
+    finally:
+        busy.close()
+    assert starts == [True, False]
+    assert report["kernel_error"] is None and report["cell_errors"] == []
+    assert nb.cells[0].outputs[0]["text"] == "42\n"

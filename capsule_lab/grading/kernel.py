@@ -17,6 +17,7 @@ hit a limit (``limit_cells``).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -30,6 +31,8 @@ TIMEOUT_ENAME = "CellTimeoutError"
 _WARM_UP = '__import__("capsule_lab.grading")'
 _WARM_UP_TIMEOUT = 300.0
 _MAX_OUTPUT_CHARS = 200_000  # per cell; more is dropped (a student printing in a loop must not exhaust memory)
+_START_TRIES = 3  # a kernel that dies before its first cell is started again: ports are picked, freed, then bound,
+#                   so two kernels started at once (grade -j 2) can pick the same port and one dies at start
 
 
 class _KernelStuck(Exception):
@@ -155,6 +158,23 @@ def _killed_by_cpu_limit(client) -> bool:
     return proc.returncode == -signal.SIGXCPU
 
 
+def _started_and_executed(make_client, env, tries: int = _START_TRIES):
+    """A client from ``make_client()`` that has run its notebook (``client.execute(env=env)``): when the
+    kernel fails before any cell ran (it died before replying to ``kernel_info``, its port taken by another
+    kernel), a new client tries again, up to ``tries`` starts in all. Returns ``(client, error)``: the
+    exception that ended the last try, or None."""
+    for attempt in range(1, tries + 1):
+        client = make_client()
+        try:
+            client.execute(env=env)
+            return client, None
+        except Exception as err:  # noqa: BLE001 - the caller sorts the errors; only a failed start is retried
+            atexit.unregister(client._cleanup_kernel)  # nbclient leaves it registered when the start fails
+            if client.current_cell is not None or isinstance(err, _KernelStuck) or attempt == tries:
+                return client, err
+            time.sleep(0.5 * attempt)
+
+
 def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str = "python3",
                  env: dict | None = None, memory_limit_mb: float | None = None,
                  cpu_limit_s: float | None = None) -> dict:
@@ -181,19 +201,23 @@ def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str
     start = 0
     while start < len(nb.cells):
         part = nbformat.v4.new_notebook(metadata=nb.metadata, cells=nb.cells[start:])
-        client = client_class(
-            part, timeout=max(1, int(round(timeout))), kernel_name=kernel_name, allow_errors=True,
-            interrupt_on_timeout=True, record_timing=False, store_widget_state=False,
-            shutdown_kernel="immediate",
-            error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": f"cell did not finish within {timeout:g} s",
-                              "traceback": []},
-            grace=max(5.0, min(30.0, float(timeout))),
-            resources={"metadata": {"path": str(folder)}},
-            kernel_manager_class=_limited_kernel_manager_class(), limits=(memory_limit_mb, cpu_limit_s),
-        )
+
+        def make_client(part=part):
+            return client_class(
+                part, timeout=max(1, int(round(timeout))), kernel_name=kernel_name, allow_errors=True,
+                interrupt_on_timeout=True, record_timing=False, store_widget_state=False,
+                shutdown_kernel="immediate",
+                error_on_timeout={"ename": TIMEOUT_ENAME, "evalue": f"cell did not finish within {timeout:g} s",
+                                  "traceback": []},
+                grace=max(5.0, min(30.0, float(timeout))),
+                resources={"metadata": {"path": str(folder)}},
+                kernel_manager_class=_limited_kernel_manager_class(), limits=(memory_limit_mb, cpu_limit_s),
+            )
         restart_after, why = None, None
+        client, error = _started_and_executed(make_client, env)
         try:
-            client.execute(env=env)
+            if error is not None:
+                raise error
         except _KernelStuck as err:
             restart_after, why = err.args[0], "the kernel did not respond after the timeout"
         except DeadKernelError:
@@ -205,7 +229,7 @@ def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str
                     f"{why} (killed by SIGXCPU; raise the limit with `capsule-lab grade --cpu-limit S`)")})
         except Exception as err:  # noqa: BLE001 - a broken kernel spec, a failed start: report, don't crash a batch
             if client.current_cell is None:
-                report["kernel_error"] = f"{type(err).__name__}: {err}"
+                report["kernel_error"] = f"{type(err).__name__}: {err} ({_START_TRIES} starts tried)"
             else:
                 report["aborted"] = f"{type(err).__name__}: {err}; later cells were not run"
         report["cell_errors"] += [{**e, "cell": e["cell"] + start} for e in client.cell_errors]
