@@ -142,3 +142,57 @@ def test_an_experiment_refuses_its_plausible_wrong_variants(task_id):
         got = [_evaluate(task, wrong.fn, e.case, None, student=False) for e in cases]
         fraction, failed = credit(task, cases, got)
         assert fraction == 0, (task_id, wrong.label, failed)
+
+
+#: Each bug hunt's two planted bugs, as (the given line's code, the fix): the first shows on the first check, the
+#: second only on some of the cases, so that finding it takes a small experiment (issue 32).
+PLANTED = {
+    "05": (("p = counts / counts.sum()", "p = counts / counts.sum(dim=1, keepdim=True).clamp_min(1)"),
+           ("key_id = keys @ 10 ** torch.arange(keys.shape[1])",
+            "_, key_id = torch.unique(keys, dim=0, return_inverse=True)")),
+    "06": (('regression, s / length)', 'regression, s)'),
+           (".mean(dim=-1).squeeze()", ".mean(dim=-1)")),
+    "07": (("c = torch.softmax(r, dim=-1)", "c = torch.softmax(r, dim=1)"),
+           ("c = torch.full((B, I, J), 1.0 / I)", "c = torch.full((B, I, J), 1.0 / I, dtype=votes.dtype)")),
+    "08": (("n = len(correct_a)", "n = b + c"),
+           ("range(b + 1)", "range(min(b, c) + 1)")),
+}
+
+
+def _given_with(chapter: str, task, fixed: tuple) -> dict:
+    """The exercise's given function with the planted bugs of index ``fixed`` fixed, in a fresh namespace."""
+    source = next(c.source for c in notebook("exercises", chapter).cells
+                  if c.cell_type == "code" and f"def {task.function}(" in c.source)
+    for index in fixed:
+        bug, fix = PLANTED[chapter][index]
+        assert source.count(bug) == 1, (task.id, bug)
+        source = source.replace(bug, fix)
+    namespace: dict = {}
+    exec("import torch\nfrom math import comb\n" + source, namespace)
+    return namespace[task.function]
+
+
+@pytest.mark.parametrize("chapter", sorted(PLANTED))
+def test_a_bug_hunt_plants_two_bugs_that_are_no_registered_mistake(chapter):
+    """Each planted bug alone fails the task and behaves like none of the task's registered known mistakes (so no
+    hint could ever name it); the second one gives the right answer on some cases and a wrong one on others; both
+    fixed, the function passes."""
+    from dataclasses import replace
+
+    from capsule_lab.grading.checking import credit, expected, run_student, verdict
+
+    (task,) = [t for t in tasks_for_chapter(chapter) if t.kind == "bug hunt"]
+    assert len(PLANTED) == len({t.chapter for t in TASKS.values() if t.kind == "bug hunt" and t.chapter >= "05"})
+    as_implementation = replace(task, kind="implement")  # the verdict looks for known mistakes again
+    cases = expected(task)
+    for index in (0, 1):
+        fn = _given_with(chapter, task, fixed=(1 - index,))
+        got = run_student(task, fn, cases)
+        fraction, failed = credit(task, cases, got)
+        status, problem, hint = verdict(as_implementation, cases, got)
+        assert status in ("wrong", "error") and problem, (task.id, index)
+        assert hint in (task.hint, task.nonfinite_hint), (task.id, index, hint)
+        if index == 1:  # right on some cases, wrong on others: comparing them is the experiment that locates it
+            right = [e.case.name for e, g in zip(cases, got) if not credit(task, [e], [g])[1]]
+            assert failed and right, (task.id, failed)
+    assert check(task.id, _given_with(chapter, task, fixed=(0, 1)), verbose=False).passed

@@ -282,6 +282,19 @@ def test_a_regression_with_a_nan_at_zero_poses_gets_the_nonfinite_hint():
     assert not result.passed and "sqrt(‖û‖² + ε²)" in result.message
 
 
+def test_a_regression_from_the_normalised_pose_is_not_sent_to_the_squash():
+    """A nan at s_j = 0 that comes from s_j / ‖s_j‖ (with the package's finite squash): the hint names that
+    division as a place to look, not the squash alone (the misdiagnosis issue 32 found)."""
+    from capsule_lab.capsules import squash
+
+    def normalised(s, f):  # right wherever s_j ≠ 0: the direction regressed, then scaled by the length
+        length = s.norm(dim=-1, keepdim=True)
+        return squash(length.unsqueeze(-1) * torch.einsum("bjkde,bje->bjkd", f, s / length))
+
+    result = check("06.regression", normalised, verbose=False)
+    assert not result.passed and "nan or inf" in result.message and "‖s_j‖" in result.message
+
+
 @pytest.mark.parametrize("task_id", sorted(POINTS))
 def test_the_cases_can_be_built_while_the_answers_are_refused(task_id):
     """The grader's evaluation process refuses the answers for good before it lists a task's case groups."""

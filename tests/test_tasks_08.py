@@ -36,12 +36,15 @@ def test_the_chapters_tasks_and_points():
 
 # --- independent computations --------------------------------------------------------------------------
 
-def _mean_se(records, router, measure, ddof=1, divide=math.sqrt, every_router=False, none_as_zero=False):
+def _mean_se(records, router, measure, ddof=1, divide=math.sqrt, every_router=False, none_as_zero=False,
+             single=math.nan):
     rows = [r for r in records if every_router or r["router"] == router]
     values = [r.get(measure) for r in rows]
     values = [0.0 if v is None else v for v in values] if none_as_zero else [v for v in values if v is not None]
     mean = statistics.fmean(values)
-    if len(values) - ddof <= 0:
+    if len(values) == 1:
+        se = single if ddof == 1 else 0.0
+    elif len(values) - ddof <= 0:
         se = math.nan
     else:
         sd = statistics.stdev(values) if ddof == 1 else statistics.pstdev(values)
@@ -246,7 +249,8 @@ WRONG = [
     ("08.summary", lambda r, n, m: _mean_se(r, n, m, divide=lambda k: 1), "standard deviation of the seeds"),
     ("08.summary", lambda r, n, m: _mean_se(r, n, m, every_router=True), "the records of every router"),
     ("08.summary", lambda r, n, m: _mean_se(r, n, m, none_as_zero=True), "do not count it as 0"),
-    ("08.mcnemar", lambda a, b: _exact(a, b, trials=len(a)), "only the images where the two disagree"),  # planted
+    ("08.summary", lambda r, n, m: _mean_se(r, n, m, single=0.0), "no spread to estimate"),  # not "population"
+    ("08.mcnemar", lambda a, b: _exact(a, b, trials=len(a)), "only the images where the two disagree"),  # planted 1
     ("08.mcnemar", lambda a, b: _exact(a, b, sides=1), "one-sided test"),
     ("08.mcnemar", lambda a, b: _exact(a, b, cap=False), "cap it"),
     ("08.mcnemar", lambda a, b: _exact(a, b, strict=True), "must include min(b, c) itself"),

@@ -171,17 +171,13 @@ def _counts(keys, predictions, classes, key_id=None):
     return counts
 
 
-def _entropy_of(counts, joint=False, log=torch.log2, sign=-1.0, over_all=False):
-    total = counts.sum() if joint else counts.sum(dim=1, keepdim=True).clamp_min(1)
+def _entropy_of(counts, log=torch.log2, sign=-1.0, over_all=False):
+    total = counts.sum(dim=1, keepdim=True).clamp_min(1)
     p = counts / total
     terms = torch.where(p > 0, p * log(p.clamp_min(1e-300)), torch.zeros_like(p))
     entropy = sign * terms.sum(dim=1)
     predicted = counts.sum(dim=1) > 0
     return entropy, entropy.mean() if over_all else entropy[predicted].mean()
-
-
-def _entropy_joint(keys, predictions, classes):
-    return _entropy_of(_counts(keys, predictions, classes), joint=True)
 
 
 def _entropy_nats(keys, predictions, classes):
@@ -213,11 +209,17 @@ def _entropy_cases() -> list:
     same = torch.tensor([[3, 0, 10, 1]]).repeat(12, 1)
     distinct = torch.tensor([[(m >> b) & 1 for b in range(5)] for m in range(24)])      # 24 different keys
     distinct_pred = torch.tensor([0] * 4 + [2] * 8 + [5] * 12)[torch.randperm(24, generator=g)]
+    # levels up to 20: keys that differ although a base-10 number made of their levels is the same
+    wide = torch.tensor([[10, 0, 0], [0, 1, 0], [3, 2, 0], [3, 2, 0],          # class 0: A, B, C, C
+                         [12, 3, 1], [2, 4, 1], [15, 20, 0], [5, 1, 2],        # class 1: four keys
+                         [7, 7, 7], [7, 7, 7], [20, 0, 0], [0, 2, 0]])         # class 2: A, A, B, C
     return [
         Case("random keys (N=60, I=3, levels 0-2), classes 0-3 of J = 5",
              (keys(60, 3, 3), torch.randint(4, (60,), generator=g), 5), grad="none", group="several classes"),
         Case("random keys (N=200, I=4, K = 2), classes 0-8 of J = 10",
              (keys(200, 4, 2), torch.randint(9, (200,), generator=g), 10), grad="none", group="several classes"),
+        Case("keys with levels up to 20 (N=12, I=3, K = 21), classes 0-2 of J = 3",
+             (wide, torch.arange(3).repeat_interleave(4), 3), grad="none", group="several classes"),
         Case("one image per class (N=5, I=4), J = 5", (keys(5, 4, 11), torch.arange(5), 5), grad="none",
              group="single images and repeated keys"),
         Case("all 12 keys equal, 3 classes predicted, J = 3", (same, torch.tensor([0, 1, 2] * 4), 3), grad="none",
@@ -233,10 +235,6 @@ def _entropy_cases() -> list:
 
 
 _ENTROPY_WRONG = (
-    WrongAnswer("joint frequency", _entropy_joint,
-                "your frequencies are those of a key among *all* N images, P(key and ŷ = j): the entropy of class j "
-                "uses P(key | ŷ = j), the key's share among the images predicted as j (eq. 14). One image per "
-                "class must give H_j = 0."),
     WrongAnswer("nats", _entropy_nats,
                 "your entropies are in nats (natural logarithm): the chapter's are in bits, log₂."),
     WrongAnswer("mean over every class", _entropy_all_classes,
@@ -490,7 +488,8 @@ register(
          nonfinite_hint="nan or inf: 0 · log₂ 0 counts as 0 (a key a class never uses adds nothing), and a class "
                         "never predicted has H_j = 0.",
          function="class_entropy", kind="bug hunt",
-         place_hint=("the key ids and the counts are right; look at the line that turns the counts into frequencies."),
+         place_hint=("two lines are wrong: one decides which keys are the same parse tree, one turns the counts into "
+                     "frequencies; the table of counts, the entropy's terms and the mean are right."),
          answers=_REM_ANSWERS),
     Task("05.flip_entropy", "Prediction: the entropy of couplings at the uniform 1/J with K = 6", 1,
          _ref_flip_entropy, lambda: [Case("your prediction", (), grad="none")],

@@ -205,11 +205,11 @@ def _norm(x):
     return torch.sqrt((x * x).sum(dim=-1, keepdim=True) + 1e-16)
 
 
-def _ladder_variant(selected, propagation, contributions, regression, gamma=GAMMA, from_direction=False,
+def _ladder_variant(selected, propagation, contributions, regression, gamma=GAMMA,
                     entries=False, whole=False, unnormalised=False, summed=False):
     """The ladder layer's forward with one known mistake switched on."""
     s = torch.einsum("bjk,bjke->bje", contributions, torch.einsum("bkd,bjkde->bjke", selected, propagation))
-    raw = torch.einsum("bjkde,bje->bjkd", regression, s / _norm(s) if from_direction else s)
+    raw = torch.einsum("bjkde,bje->bjkd", regression, s)
     u_reg = squash(raw.flatten(-2)).view(raw.shape) if whole else squash(raw)
     square = (u_reg - selected.unsqueeze(1)) ** 2
     if entries:
@@ -244,10 +244,6 @@ def _ladder_cases() -> list:
 
 
 _LADDER_WRONG = (
-    WrongAnswer("regressed from v_j's direction", lambda *a, **k: _ladder_variant(*a, **k, from_direction=True),
-                "the parts are regressed from s_j / ‖s_j‖, the direction of v_j (§3.3's text says \"from v_j\", and "
-                "the public code L2-normalises s_j): eq. 2 regresses from s_j itself, length and all — v_j cannot "
-                "be used, it needs δ_j, which needs the regression."),
     WrongAnswer("mean over all K·d entries", lambda *a, **k: _ladder_variant(*a, **k, entries=True),
                 "your squared error is averaged over all K·d coordinates: eq. 4 sums the squares over the d "
                 "coordinates of each row (‖·‖²) and averages over the K rows only."),
@@ -355,8 +351,10 @@ register(
          hint="row i of û_j^reg is the d×D map f^reg[b, j, i] times s_j[b] (eq. 2, a sum over D); then squash each "
               "d-dimensional row on its own (eq. 3) → (B, J, K, d) (chapter 06, section 3).",
          outputs=("regressed",), wrong_answers=_REGRESSION_WRONG,
-         nonfinite_hint="nan or inf: a class pose s_j = 0 gives rows û = 0, where the squash must stay finite "
-                        "(divide by sqrt(‖û‖² + ε²), not by ‖û‖).",
+         nonfinite_hint="nan or inf where a class pose s_j = 0: there every regressed row û is exactly 0. Follow the "
+                        "zero through your function and find the 0/0: a division by ‖û‖ in a squash of your own "
+                        "(divide by sqrt(‖û‖² + ε²) instead; capsule_lab.capsules.squash is finite at 0), or by "
+                        "‖s_j‖ anywhere (eq. 2 regresses from s_j itself, no normalising). The gradient counts too.",
          input_names=("partial", "regression"), function="regressed_rows", answers=(regress, regressed_capsules),
          allowed=("capsule_lab.capsules.squash",)),
     Task("06.gamma_activation", "Prediction: the activity of a class whose regression misses one part", 1,
@@ -372,7 +370,8 @@ register(
          outputs=("activities", "poses"), wrong_answers=_LADDER_WRONG,
          input_names=("selected", "propagation", "contributions", "regression"), function="ladder_forward",
          kind="bug hunt",
-         place_hint=("eq. 1 (s_j) and eq. 4 (δ_j) are computed right; look at the inputs of eq. 2's regression."),
+         place_hint=("two lines are wrong: one feeds eq. 2's regression, one loses an axis when there is a single "
+                     "class; s_j, the squash and the squared errors are right."),
          answers=_LADDER_ANSWERS),
     Task("06.activity_under_noise", "Mini-experiment: how fast the activity falls as the parts move", 2,
          _ref_activity_under_noise, _experiment_cases,

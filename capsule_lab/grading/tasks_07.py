@@ -195,21 +195,21 @@ def _ref_similarity_loop(votes, activations, lam1, lam2, length_scales, mixing_l
     return out.poses, out.couplings
 
 
-def _loop_variant(votes, activations, lam1, lam2, length_scales, mixing_logits, iterations=3, axis=1,
+def _loop_variant(votes, activations, lam1, lam2, length_scales, mixing_logits, iterations=3,
                   unnormalised=False, updates=None, frozen=False, no_ratio=False):
     """Similarity routing written as a loop, with one known mistake switched on."""
     B, I, J, D = votes.shape
     weights = torch.softmax(mixing_logits, dim=0)
     log_a = torch.log(activations)[:, :, None]
-    c = torch.softmax(torch.zeros(B, I, J, dtype=votes.dtype), dim=axis)
-    mu = torch.einsum("bij,bijd->bjd", c, votes) / c.sum(dim=1)[..., None]
+    c = torch.full((B, I, J), 1.0 / I, dtype=votes.dtype)
+    mu = torch.einsum("bij,bijd->bjd", c, votes)
     mu0 = mu
     for _ in range(iterations if updates is None else updates(iterations)):
         sq = ((votes - (mu0 if frozen else mu)[:, None]) ** 2).sum(dim=-1, keepdim=True)
         k = (weights * torch.exp(-sq / (2 * length_scales ** 2))).sum(dim=-1)
         r = (lam2 if no_ratio else lam2 / (lam1 + lam2)) * log_a + k / (lam1 + lam2)
-        c = torch.exp(r) if unnormalised else torch.softmax(r, dim=axis)
-        mu = torch.einsum("bij,bijd->bjd", c, votes)     # with axis=2 (the planted bug) not a weighted mean
+        c = torch.exp(r) if unnormalised else torch.softmax(r, dim=1)
+        mu = torch.einsum("bij,bijd->bjd", c, votes)
     return mu, c
 
 
@@ -250,10 +250,6 @@ def _loop_wrong(**mistake):
 
 
 _LOOP_WRONG = (
-    WrongAnswer("softmax over the outputs", _loop_wrong(axis=2),
-                "the couplings are normalised over the outputs j (dim=2, chapter 02's habit): in similarity routing "
-                "each output j is a cluster that distributes one unit over its inputs, Σ_i c_ij = 1 — the softmax "
-                "runs over i (dim=1), and then Σ_i c_ij v_ij is the weighted mean of the votes."),
     WrongAnswer("μ from unnormalised couplings", _loop_wrong(unnormalised=True),
                 "μ_j is computed from exp(r_ij), the unnormalised couplings: normalise them first (softmax over i), "
                 "so that μ_j is a weighted mean of the votes."),
@@ -379,7 +375,8 @@ register(
          outputs=("poses", "couplings"), wrong_answers=_LOOP_WRONG,
          input_names=("votes", "activations", "length_scales", "mixing_logits"), function="similarity_routing_loop",
          kind="bug hunt",
-         place_hint=("c⁰ and μ⁰ are right; the wrong line is inside the loop, where the compatibilities become couplings."),
+         place_hint=("two lines are wrong: one before the loop, and one inside it, where the compatibilities become "
+                     "couplings; the kernel, the logits and the poses' formula are right."),
          answers=_LOOP_ANSWERS),
     Task("07.entropy_vs_lambda", "Mini-experiment: how λ1 softens the clusters", 2, _ref_entropy_vs_lambda,
          _experiment_cases,

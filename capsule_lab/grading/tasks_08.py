@@ -39,13 +39,16 @@ def _ref_summary(records, router, measure):
     return _scalars(mean, math.nan if se is None else se)
 
 
-def _summary_variant(records, router, measure, ddof=1, divide=math.sqrt, every_router=False, none_as_zero=False):
+def _summary_variant(records, router, measure, ddof=1, divide=math.sqrt, every_router=False, none_as_zero=False,
+                     single=math.nan):
     """The mean and standard error with one known mistake switched on."""
     rows = records if every_router else [r for r in records if r["router"] == router]
     values = [float(r.get(measure) or 0.0) if none_as_zero else float(r[measure])
               for r in rows if none_as_zero or r.get(measure) is not None]
     n = len(values)
     mean = sum(values) / n
+    if n == 1 and ddof == 1:
+        return _scalars(mean, single)
     if n - ddof <= 0:
         return _scalars(mean, math.nan)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - ddof))
@@ -101,6 +104,10 @@ def _summary_cases() -> list:
 
 
 _SUMMARY_WRONG = (
+    WrongAnswer("0 for one value", lambda r, n, m: _summary_variant(r, n, m, single=0.0),
+                "with a single value left there is no spread to estimate: the sample standard deviation divides by "
+                "n − 1 = 0, so the standard error is undefined — return nan (statistics.stdev raises, torch.std "
+                "gives nan), not 0, which would claim the measure is exact."),
     WrongAnswer("population sd", lambda r, n, m: _summary_variant(r, n, m, ddof=0),
                 "your standard error is a little too small: you took the population standard deviation (divided by "
                 "n, ddof = 0). The seeds are a sample of the seeds one could have run: the sample standard "
@@ -130,10 +137,10 @@ def _counts(correct_a, correct_b):
     return b, c
 
 
-def _mcnemar_variant(correct_a, correct_b, trials=None, sides=2, cap=True, strict=False):
+def _mcnemar_variant(correct_a, correct_b, sides=2, cap=True, strict=False):
     """The exact test with one known mistake switched on."""
     b, c = _counts(correct_a, correct_b)
-    n = b + c if trials is None else trials(correct_a)
+    n = b + c
     top = min(b, c) + (0 if strict else 1)
     tail = sum(math.comb(n, k) for k in range(top)) / 2 ** n
     p = sides * tail
@@ -192,10 +199,6 @@ def _mcnemar_cases() -> list:
 
 
 _MCNEMAR_WRONG = (
-    WrongAnswer("every image a trial", lambda a, b: _mcnemar_variant(a, b, trials=len),
-                "two identical classifiers should get p = 1, and yours get p ≈ 0: only the images where the two "
-                "disagree are trials of the binomial. X ~ Binomial(b + c, ½), not Binomial(number of images, ½) — "
-                "the images both get right (or both get wrong) say nothing about which is better."),
     WrongAnswer("one-sided", lambda a, b: _mcnemar_variant(a, b, sides=1),
                 "your p-value is half the reference's: that is the one-sided test. The question is whether the error "
                 "rates differ, either way: p = min(1, 2 · P(X ≤ min(b, c)))."),
@@ -345,7 +348,7 @@ register(
               "p = min(1, 2 · P(X ≤ min(b, c))) for X ~ Binomial(b + c, ½), and p = 1 when b + c = 0 (chapter 08, "
               "§6 is a difference real?).",
          outputs=("p-value",), wrong_answers=_MCNEMAR_WRONG, function="mcnemar_p", kind="bug hunt",
-         place_hint=("b and c are counted right; look at the lines that use them."),
+         place_hint=("two lines are wrong; b and c are counted right: look at the lines that use them."),
          returns_number=True, answers=(mcnemar_test, stats_mcnemar_test, pooled_mcnemar_test)),
     Task("08.predict_p_value", "Prediction: is 12 against 2 a difference?", 1, _ref_predict_p_value,
          lambda: [Case("your prediction", (), grad="none")],
