@@ -157,6 +157,10 @@ def _print_report(r: dict, width: int) -> None:
         notes.append(f"kernel restarted after cell {', '.join(str(k['cell']) for k in r['kernel_restarts'])}")
     if r["aborted"]:
         notes.append(r["aborted"])
+    written = [w for w in (r.get("written") or {}).values() if isinstance(w, dict)]
+    if written:
+        answered = sum(w.get("status") == "answered" for w in written)
+        notes.append(f"written answers {answered}/{len(written)}, to score by hand in written.md")
     print(f"{r['notebook']:<{width}}  {r['score']:>2}/{r['max_score']:<2}  {'; '.join(notes)}".rstrip())
     for task, t in r["tasks"].items():
         mark = "✔" if t["passed"] else "✘"

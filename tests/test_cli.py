@@ -167,7 +167,8 @@ def test_grade_a_folder_right_wrong_and_endless(tmp_path, capsys):
     expected = [  # (score, points per task, task timeouts, cell timeouts)
         ("5", ("1", "1", "1", "1", "1"), "0", "0"),     # ada: the solutions
         ("4", ("1", "0", "1", "1", "1"), "0", "0"),     # bob: the margin loss averaged over the classes
-        ("3", ("0", "1", "1", "1", "0"), "2", "2"),     # cy: a squash that never returns (the experiment uses it)
+        # cy: a squash that never returns; the experiment that uses it is graded with the course's stand-in
+        ("4", ("0", "1", "1", "1", "1"), "1", "2"),
     ]
     assert [{k: r[k] for k in keys} for r in rows] == [
         {"chapter": "01", "graded": "yes", "score": score, "max_score": "5", **dict(zip(tasks, points)),
@@ -176,6 +177,7 @@ def test_grade_a_folder_right_wrong_and_endless(tmp_path, capsys):
     assert [Path(r["notebook"]).name for r in rows] == ["ada.ipynb", "bob.ipynb", "cy.ipynb"]
     cy = json.loads((out / "cy.json").read_text())
     assert cy["tasks"]["01.squash"]["status"] == "timeout" and "did not finish within 5 s" in cy["tasks"]["01.squash"]["message"]
+    assert cy["tasks"]["01.steps_to_long"]["stand_ins"] == ["01.squash"]
     bob = json.loads((out / "bob.json").read_text())
     assert bob["tasks"]["01.margin_loss"]["status"] == "wrong"
     assert "averaged over the classes" in bob["tasks"]["01.margin_loss"]["hint"]

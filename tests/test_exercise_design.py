@@ -196,3 +196,36 @@ def test_a_bug_hunt_plants_two_bugs_that_are_no_registered_mistake(chapter):
             right = [e.case.name for e, g in zip(cases, got) if not credit(task, [e], [g])[1]]
             assert failed and right, (task.id, failed)
     assert check(task.id, _given_with(chapter, task, fixed=(0, 1)), verbose=False).passed
+
+
+def _task_sections(chapter: str) -> dict[str, str]:
+    """The markdown of each task of the exercise (from its '## Task' heading to the next heading of that level), by
+    the id its check cell names."""
+    sections, text, checked = {}, None, None
+    for cell in [*notebook("exercises", chapter).cells, nbformat.v4.new_markdown_cell("## end")]:
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            if text is not None and checked:
+                sections[checked] = "\n".join(text)
+            text, checked = ([cell.source], None) if cell.source.startswith("## Task") else (None, None)
+        elif text is not None and cell.cell_type == "markdown":
+            text.append(cell.source)
+        elif text is not None and checked is None:
+            found = re.search(r"check\(\"(\d\d\.[a-z0-9_]+)\"", cell.source)
+            checked = found.group(1) if found else None
+    return sections
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_task_states_what_of_the_package_it_may_call_and_what_it_returns(chapter):
+    """The rules are in the text before they are enforced (issue 32): what the function may call of the package,
+    and what it returns — a dtype for a tensor, "a number" for a prediction or a measurement."""
+    tasks = tasks_for_chapter(chapter)
+    sections = _task_sections(chapter)
+    assert set(sections) == {t.id for t in tasks}, chapter
+    for task in tasks:
+        text = sections[task.id]
+        assert "**What of the package it may call:**" in text, task.id
+        if task.returns_number:
+            assert re.search(r"\bnumber\b", text), task.id
+        else:
+            assert re.search(r"float32|float64|int64|\bbool\b|dtype|float tensor|'s dtype", text), task.id

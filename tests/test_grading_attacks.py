@@ -210,8 +210,10 @@ def test_aliases_copies_reloads_and_detached_processes_earn_nothing(attacked_01)
     assert tasks["01.margin_loss"]["status"] == "refused"                 # a copy of the code object
     assert tasks["01.primary_capsules"]["status"] == "error"              # importlib.reload cannot read it
     assert "refuses to open" in tasks["01.primary_capsules"]["message"]
-    # the honest prediction passes; the experiment calls the re-exported squash, refused while 01 is graded
-    assert report["score"] == 1 and report["graded"]
+    # the honest prediction passes; the experiment calls `squash`, whose task was refused: graded on its own, with
+    # the course's stand-in in the place of that squash (issue 32: one mistake costs one task), it passes
+    assert report["score"] == 2 and report["graded"]
+    assert tasks["01.steps_to_long"]["passed"] and tasks["01.steps_to_long"]["stand_ins"] == ["01.squash"]
     # no check cell anywhere: the honest notebook still scores full marks, from the registry's tasks
     assert honest["score"] == honest["max_score"] == 5
     assert all(t["status"] == "passed" for t in honest["tasks"].values())
@@ -220,7 +222,7 @@ def test_aliases_copies_reloads_and_detached_processes_earn_nothing(attacked_01)
     assert report["cell_errors"] == [] and attacked_01["marker"].exists(), "the daemon never started"
     assert attacked_01["after"] == attacked_01["written"], "a detached process rewrote a report"
     first = json.loads(attacked_01["written"][Path(report["report"]).name])
-    assert first["score"] == 1 and first["max_score"] == 5  # the grader's own report, intact
+    assert first["score"] == 2 and first["max_score"] == 5  # the grader's own report, intact
     assert "grades.csv" in attacked_01["written"]
     marker = attacked_01["marker"]
     lines = marker.read_text().count("alive") if marker.exists() else 0
@@ -328,8 +330,10 @@ def test_precomputed_answers_subprocesses_and_wrong_names_earn_nothing(attacked_
     assert tasks["03.constant_coupling_gradient"]["status"] == "error"
     assert "start processes" in tasks["03.constant_coupling_gradient"]["message"]
     assert tasks["03.detached_routing"]["status"] == "not found"
-    # only the honest prediction (03.term2_exponent, 1 point) scores; every attacked task earns nothing
-    assert report["score"] == 1 and tasks["03.term2_exponent"]["passed"]
+    # every attacked task earns nothing; the honest prediction (1 point) scores, and the mini-experiment (2), which
+    # calls `routing`, is graded with the course's stand-in for the missing one
+    assert report["score"] == 3 and tasks["03.term2_exponent"]["passed"]
+    assert tasks["03.term2_ratio"]["passed"] and tasks["03.term2_ratio"]["stand_ins"] == ["03.detached_routing"]
     assert attacked_03["before"] == attacked_03["after"]
 
 

@@ -1,13 +1,16 @@
 """Chapter 07's graded tasks (learned routing): their points and kinds, the references against independent
-computations (eq. 11 by plain-Python loops and by numerical minimisation of the objective written out, the kernel
-summed term by term, the prediction by hand, similarity routing as a plain loop), the experiment's band measured
-again over seeds 0, 1 and 2, and the known mistakes each must catch with its hint (the bug hunt's planted bug among
-them)."""
+computations (the proximal couplings of eq. (E2) by plain-Python loops, by numerical minimisation of the objective
+written out and, at λ3 = 0, as chapter 07's (S4); the kernel summed term by term, the prediction by hand, similarity
+routing as a plain loop), the experiment's band measured again over seeds 0, 1 and 2, the known mistakes each must
+catch with its hint (the bug hunt's planted bug among them), and no hint of 07.closed_form that prints its answer."""
 
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
@@ -16,6 +19,8 @@ from capsule_lab.grading.checking import credit, expected, run_student
 from capsule_lab.grading.tasks import get_task
 
 from _wrong_answers import assert_fails_with_hint
+
+ROOT = Path(__file__).resolve().parents[1]
 
 POINTS = {"07.closed_form": 2, "07.kernel_mixture": 2, "07.predict_coupling": 1, "07.similarity_loop": 2,
           "07.entropy_vs_lambda": 2}
@@ -30,56 +35,178 @@ def test_the_chapters_tasks_and_points():
 
 # --- independent computations --------------------------------------------------------------------------
 
-def _closed_form_loop(kernel, activations, lam1, lam2):
-    """Eq. 11 column by column in plain Python: c_ij = w_ij / Σ_i' w_i'j, w_ij = a_i^{λ2/(λ1+λ2)} e^{k_ij/(λ1+λ2)}."""
+def _proximal_loop(kernel, activations, previous, lam1, lam2, lam3):
+    """The minimiser of eq. (E2) column by column in plain Python, derived here and not read from the task:
+    c_ij = w_ij / Σ_i' w_i'j with w_ij = a_i^{λ2/Λ} (c^prev_ij)^{λ3/Λ} e^{k_ij/Λ}, Λ = λ1 + λ2 + λ3."""
     B, I, J = kernel.shape
     out = torch.zeros(B, I, J, dtype=torch.float64)
-    total = lam1 + lam2
+    total = lam1 + lam2 + lam3
     for b in range(B):
         for j in range(J):
-            w = [float(activations[b, i]) ** (lam2 / total) * math.exp(float(kernel[b, i, j]) / total)
-                 for i in range(I)]
+            w = [float(activations[b, i]) ** (lam2 / total) * float(previous[b, i, j]) ** (lam3 / total)
+                 * math.exp(float(kernel[b, i, j]) / total) for i in range(I)]
             for i in range(I):
                 out[b, i, j] = w[i] / sum(w)
     return out
 
 
-def _objective(c, kernel, activations, lam1, lam2):
-    """Eq. 2 written out: −Σ_i c k + λ1 Σ_i c log(I c) + λ2 Σ_i c log(c / a), summed over b and j."""
+def _s4(kernel, activations, lam1, lam2):
+    """Chapter 07's (S4), the paper's eq. 11: softmax over i of λ2/(λ1+λ2) · log a_i + k_ij/(λ1+λ2)."""
+    total = lam1 + lam2
+    return torch.softmax(lam2 / total * torch.log(activations)[:, :, None] + kernel / total, dim=1)
+
+
+def _proximal_objective(c, kernel, activations, previous, lam1, lam2, lam3):
+    """Eq. (E2) written out, summed over b and j: −Σ_i c k + λ1 Σ_i c log(I c) + λ2 Σ_i c log(c / â)
+    + λ3 Σ_i c log(c / c^prev), with â = a / Σ_i a_i, the activations as a distribution (KL's own definition)."""
     I = kernel.shape[1]
-    a = activations[:, :, None]
-    return (-(c * kernel) + lam1 * c * torch.log(I * c) + lam2 * c * torch.log(c / a)).sum()
+    a = (activations / activations.sum(dim=1, keepdim=True))[:, :, None]
+    return (-(c * kernel) + lam1 * c * torch.log(I * c) + lam2 * c * torch.log(c / a)
+            + lam3 * c * torch.log(c / previous)).sum()
 
 
-def test_closed_form_reference_is_eq_11_by_hand():
+def test_closed_form_reference_is_the_minimiser_by_hand():
     task = get_task("07.closed_form")
     for case in task.cases():
         got = task.reference(*case.args)
-        assert torch.allclose(got.double(), _closed_form_loop(*case.args), rtol=1e-5, atol=1e-7), case.name
+        kernel = case.args[0]
+        assert got.dtype == kernel.dtype and got.shape == kernel.shape, case.name
+        assert torch.allclose(got.double(), _proximal_loop(*case.args), rtol=1e-5, atol=1e-7), case.name
         assert torch.allclose(got.sum(dim=1), torch.ones_like(got.sum(dim=1)), atol=1e-5), case.name
 
 
-@pytest.mark.parametrize("lam1, lam2", [(0.1, 0.3), (0.5, 0.2), (0.0, 0.3), (0.3, 0.0)])
-def test_closed_form_reference_minimises_the_objective_numerically(lam1, lam2):
+def test_closed_form_cases_cover_the_groups_the_exercise_lists():
+    task = get_task("07.closed_form")
+    cases = task.cases()
+    assert task.groups() == ["float32", "float64", "one weight zero"]
+    assert task.input_names == ("kernel", "activations", "previous") and task.function == "proximal_couplings"
+    for case in cases:
+        kernel, activations, previous, lam1, lam2, lam3 = case.args
+        assert kernel.dtype == activations.dtype == previous.dtype, case.name
+        assert (case.group == "float32") == (kernel.dtype == torch.float32), case.name
+        assert (activations > 0).all() and (previous > 0).all(), case.name
+        assert torch.allclose(previous.double().sum(dim=1), torch.ones(kernel.shape[0], kernel.shape[2],
+                                                                       dtype=torch.float64), atol=1e-6), case.name
+        assert min(lam1, lam2, lam3) >= 0 and lam1 + lam2 + lam3 > 0 and case.grad == "compare", case.name
+    lams = {case.group: [] for case in cases}
+    for case in cases:
+        lams[case.group].append(case.args[3:])
+    assert any(sum(l) == 3 for l in lams["float64"])
+    assert sorted(l.index(0.0) for l in lams["one weight zero"]) == [0, 2]        # λ1 = 0, and λ3 = 0
+
+
+@pytest.mark.parametrize("lam1, lam2, lam3", [(0.1, 0.3, 0.2), (0.5, 0.2, 1.0), (0.05, 0.02, 0.1), (0.0, 0.3, 0.4),
+                                              (0.3, 0.0, 0.2), (0.2, 0.3, 0.0)])
+def test_closed_form_reference_minimises_the_proximal_objective_numerically(lam1, lam2, lam3):
+    """L-BFGS on a softmax parametrisation of each column, float64, from uniform couplings; the reference is given
+    the activations unnormalised, the objective the normalised ones: the softmax makes the difference a constant."""
     g = torch.Generator().manual_seed(7)
     kernel = torch.rand(2, 7, 3, generator=g, dtype=torch.float64)
     activations = 0.1 + 0.9 * torch.rand(2, 7, generator=g, dtype=torch.float64)
+    previous = torch.softmax(torch.randn(2, 7, 3, generator=g, dtype=torch.float64), dim=1)
+    args = (kernel, activations, previous, lam1, lam2, lam3)
     free = torch.zeros(2, 7, 3, dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.LBFGS([free], max_iter=1000, tolerance_grad=1e-13, tolerance_change=1e-15,
+    optimizer = torch.optim.LBFGS([free], max_iter=2000, tolerance_grad=1e-14, tolerance_change=1e-16,
                                   line_search_fn="strong_wolfe")
 
     def closure():
         optimizer.zero_grad()
-        value = _objective(torch.softmax(free, dim=1), kernel, activations, lam1, lam2)
+        value = _proximal_objective(torch.softmax(free, dim=1), *args)
         value.backward()
         return value
 
-    optimizer.step(closure)
+    for _ in range(3):
+        optimizer.step(closure)
     numerical = torch.softmax(free, dim=1).detach()
-    reference = get_task("07.closed_form").reference(kernel, activations, lam1, lam2)
-    assert (reference - numerical).abs().max() < 1e-5
-    assert _objective(reference, kernel, activations, lam1, lam2) <= _objective(numerical, kernel, activations,
-                                                                                 lam1, lam2) + 1e-12
+    reference = get_task("07.closed_form").reference(*args)
+    assert (reference - numerical).abs().max() < 1e-6
+    assert _proximal_objective(reference, *args) <= _proximal_objective(numerical, *args) + 1e-12
+
+
+def test_closed_form_with_lambda3_zero_is_s4_and_a_large_lambda3_keeps_the_previous_couplings():
+    from capsule_lab.routing import closed_form_couplings
+
+    task = get_task("07.closed_form")
+    (case,) = [c for c in task.cases() if c.args[5] == 0]
+    kernel, activations, previous, lam1, lam2, _ = case.args
+    got = task.reference(*case.args)
+    assert torch.allclose(got, _s4(kernel, activations, lam1, lam2), rtol=1e-12, atol=1e-14)
+    assert torch.allclose(got, closed_form_couplings(kernel, activations, lam1, lam2), rtol=1e-12, atol=1e-14)
+    other = torch.softmax(torch.randn(previous.shape, generator=torch.Generator().manual_seed(3),
+                                      dtype=torch.float64), dim=1)                   # c^prev does not count
+    assert torch.equal(task.reference(kernel, activations, other, lam1, lam2, 0.0), got)
+    g = torch.Generator().manual_seed(11)
+    for lam1, lam2 in ((0.1, 0.3), (0.5, 0.2), (0.0, 0.3), (0.3, 0.0), (1.0, 2.0)):           # and on other draws
+        k = torch.rand(3, 9, 4, generator=g, dtype=torch.float64)
+        a = 0.05 + 0.95 * torch.rand(3, 9, generator=g, dtype=torch.float64)
+        p = torch.softmax(torch.randn(3, 9, 4, generator=g, dtype=torch.float64), dim=1)
+        assert torch.allclose(task.reference(k, a, p, lam1, lam2, 0.0), _s4(k, a, lam1, lam2), rtol=1e-12,
+                              atol=1e-14), (lam1, lam2)
+    # a proximal weight that dwarfs the others: the step stays where it was
+    assert torch.allclose(task.reference(kernel, activations, previous, lam1, lam2, 1e7), previous, atol=1e-5)
+
+
+def test_closed_form_passes_in_other_equivalent_forms():
+    """The activations normalised first (a constant in i), or the product of powers normalised by hand: both pass."""
+
+    def normalised_activations(kernel, activations, previous, lam1, lam2, lam3):
+        total = lam1 + lam2 + lam3
+        a = activations / activations.sum(dim=1, keepdim=True)
+        return torch.softmax((lam2 * torch.log(a)[:, :, None] + lam3 * torch.log(previous) + kernel) / total, dim=1)
+
+    def product_of_powers(kernel, activations, previous, lam1, lam2, lam3):
+        total = lam1 + lam2 + lam3
+        w = activations[:, :, None] ** (lam2 / total) * previous ** (lam3 / total) * torch.exp(kernel / total)
+        return w / w.sum(dim=1, keepdim=True)
+
+    assert check("07.closed_form", normalised_activations, verbose=False).passed
+    assert check("07.closed_form", product_of_powers, verbose=False).passed
+
+
+def _squeezed(text: str) -> str:
+    """Text or LaTeX with the typesetting taken out (λ for \\lambda_, no spaces, braces, \\cdot, \\, or ·), so that
+    one pattern finds a formula however it is written."""
+    text = text.replace("\\lambda_", "λ").replace("\\log", "log").replace("\\exp", "exp")
+    for noise in ("\\left", "\\right", "\\big", "\\Big", "\\cdot", "\\,", "\\text", "·", "{", "}"):
+        text = text.replace(noise, "")
+    return re.sub(r"\s+", "", text)
+
+
+#: The answer's formula in pieces, squeezed (:func:`_squeezed`): a weight or the kernel over a sum, the temperature as
+#: a denominator or a fraction, a power of a_i or of c^prev, the logit's terms written next to each other (in maths
+#: or in code).
+FORMULA = [r"λ[123]/", r"k_?ij/", r"/\(?λ1\+λ2\+λ3", r"\\frac\S{0,30}?λ1\+λ2\+λ3", r"\^\(?λ", r"λ2loga_?i\+",
+           r"λ3logc\^?prev", r"loga_?i\+λ3", r"\(lam1\+lam2\+lam3\)", r"lam[23]\*torch\.log"]
+#: In a hint, also the temperature itself, λ1 + λ2 + λ3: a hint names the derivation's steps, not its result.
+HINT_FORMULA = FORMULA + [r"λ1\+λ2\+λ3"]
+
+
+def test_no_hint_of_the_closed_form_prints_the_answer():
+    task = get_task("07.closed_form")
+    texts = {"hint": task.hint, "title": task.title, **{w.label: w.hint for w in task.wrong_answers}}
+    for label, text in texts.items():
+        found = [p for p in HINT_FORMULA if re.search(p, _squeezed(text))]
+        assert not found, (label, found, text)
+    assert "chapter 07" in task.hint and "(S4)" in task.hint and "§2" in task.hint      # where the derivation is
+    for answer in ("softmax over i of (λ2 log a_i + λ3 log c^prev_ij + k_ij) / (λ1 + λ2 + λ3)",   # the patterns
+                   "a_i^{λ2/(λ1+λ2+λ3)} · exp(k_ij/(λ1+λ2+λ3))", "λ2/(λ1 + λ2 + λ3) · log a_i",      # catch the
+                   r"\frac{\lambda_2 \log a_i + \lambda_3 \log c^{\text{prev}}_{ij} + k_{ij}}"          # answer
+                   r"{\lambda_1 + \lambda_2 + \lambda_3}",
+                   "torch.softmax((kernel + lam2 * torch.log(a)) / (lam1 + lam2 + lam3), dim=1)"):
+        assert any(re.search(p, _squeezed(answer)) for p in FORMULA), answer
+
+
+def test_the_exercise_does_not_print_the_answer_of_task_1():
+    """Task 1's cells in the generated exercise (statement, stub, check, explore) state eq. (E2) and never its
+    minimiser; the sum λ1 + λ2 + λ3 may appear as a condition on the inputs, never as a denominator."""
+    cells = nbformat.read(ROOT / "exercises" / "07_learned_routing.ipynb", as_version=4).cells
+    first = next(i for i, c in enumerate(cells) if c.source.startswith("## Task 1"))
+    last = next(i for i, c in enumerate(cells) if c.source.startswith("## Task 2"))
+    text = "\n".join(c.source for c in cells[first:last])
+    assert "proximal_couplings(kernel, activations, previous, lam1, lam2, lam3)" in text
+    assert text.count(r"\tag{E2}") == 1 and "eq. (E2)" in text
+    found = [p for p in FORMULA if re.search(p, _squeezed(text))]
+    assert not found, found
 
 
 def _kernel_loop(x, y, scales, logits):
@@ -200,11 +327,14 @@ def test_the_experiment_reference_and_its_band():
 
 # --- the students' likely mistakes, written independently of the task module ---------------------------
 
-def _closed(kernel, activations, lam1, lam2, axis=1, power=None, factor=None):
-    total = lam1 + lam2
-    p = lam2 / total if power is None else power
-    f = 1 / total if factor is None else factor
-    logits = p * torch.log(activations)[:, :, None] + f * kernel
+def _proximal(kernel, activations, previous, lam1, lam2, lam3, axis=1, temperature=None, w_a=None, w_prev=None,
+              linear=False, scaled=True):
+    """The proximal couplings with one slip: the softmax axis, the temperature, the weight of log a_i or of the
+    previous couplings' term, c^prev_ij used for its log, the kernel left unscaled."""
+    t = lam1 + lam2 + lam3 if temperature is None else temperature
+    prior = previous if linear else torch.log(previous)
+    logits = ((lam2 if w_a is None else w_a) * torch.log(activations)[:, :, None]
+              + (lam3 if w_prev is None else w_prev) * prior) / t + (kernel / t if scaled else kernel)
     return torch.softmax(logits, dim=axis)
 
 
@@ -227,15 +357,17 @@ def _loop(**mistake):
 
 
 WRONG = [
-    ("07.closed_form", lambda k, a, l1, l2: _closed(k, a, l1, l2, axis=2), "Sabour's convention"),
-    ("07.closed_form", lambda k, a, l1, l2: _closed(k, a, l1, l2, power=l2 / l1 if l1 else 1e9),
-     "not λ2/λ1"),
-    ("07.closed_form", lambda k, a, l1, l2: _closed(k, a, l1, l2, factor=1.0), "not exp(k_ij)"),
-    ("07.closed_form", lambda k, a, l1, l2: _closed(k, a, l1, l2, factor=1 / l1 if l1 else 1e9),
-     "not by λ1 alone"),
-    ("07.closed_form", lambda k, a, l1, l2: _closed(k, a, l1, l2, power=l2), "not λ2: after dividing"),
-    ("07.closed_form", lambda k, a, l1, l2: _closed(k, a, l1, l2, power=1.0), "not a_i itself"),
-    ("07.closed_form", lambda k, a, l1, l2: _closed(k, a, l1, l2, power=0.0), "ignore the activations"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _proximal(k, a, p, l1, l2, l3, axis=2), "Sabour's convention"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _s4(k, a, l1, l2), "do not depend on c^prev at all"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _proximal(k, a, p, l1, l2, l3, temperature=l1 + l2),
+     "too sharp when λ3 > 0"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _proximal(k, a, p, l1, l2, l3, w_prev=0.0),
+     "c^prev is not in your logits"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _proximal(k, a, p, l1, l2, l3, linear=True), "c^prev_ij itself"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _proximal(k, a, p, l1, l2, l3, w_a=l3, w_prev=l2), "are swapped"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _proximal(k, a, p, l1, l2, l3, w_a=l1), "log a_i carries λ1"),
+    ("07.closed_form", lambda k, a, p, l1, l2, l3: _proximal(k, a, p, l1, l2, l3, scaled=False),
+     "enter the logits unscaled"),
     ("07.kernel_mixture", lambda *a: _mixture(*a, two=1), "with the 2"),
     ("07.kernel_mixture", lambda *a: _mixture(*a, scale_power=1), "not 2 ℓ_q²"),
     ("07.kernel_mixture", lambda *a: _mixture(*a, softmax=False), "not w_q itself"),

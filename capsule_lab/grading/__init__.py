@@ -48,6 +48,8 @@ The package, one idea per module:
 - :mod:`.batch`: grading a class: worker processes, reports written as they come and resumed by content
   hash, shards and their merge, ``grades.csv`` rebuilt from the reports;
 - :mod:`.assign`: the student notebooks in ``exercises/`` generated from ``solutions/`` (``capsule-lab assign``).
+- :mod:`.written`: the written answers (a prediction's reasoning, each exercise's written question) and their
+  rubrics, recorded for the instructor, never scored.
 """
 
 from __future__ import annotations

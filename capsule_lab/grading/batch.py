@@ -53,7 +53,7 @@ from .processes import Reaper
 from .reference_cache import package_fingerprint
 from .tasks import TASKS, tasks_for_chapter
 
-__all__ = ["Batch", "grade_batch", "merge_reports", "write_csv", "read_reports", "parse_shard", "shard_of",
+__all__ = ["Batch", "grade_batch", "merge_reports", "write_csv", "write_summaries", "read_reports", "parse_shard", "shard_of",
            "default_jobs", "grader_fingerprint", "notebook_sha256", "CSV_COLUMNS_HEAD", "CSV_COLUMNS_TAIL"]
 
 #: The first columns of ``grades.csv``; one column per task follows, then :data:`CSV_COLUMNS_TAIL`.
@@ -196,6 +196,17 @@ def write_csv(reports: Sequence[dict], folder: str | os.PathLike) -> Path:
         writer.writerow(_csv_row(r, columns))
     path = Path(folder) / CSV_NAME
     _write_atomic(path, buffer.getvalue())
+    return path
+
+
+def write_summaries(reports: Sequence[dict], folder: str | os.PathLike) -> Path:
+    """Rebuild the summaries of ``folder`` from ``reports``: ``grades.csv`` (:func:`write_csv`) and, when any report
+    records written answers, ``written.md`` (:func:`~capsule_lab.grading.written.write_written`). Returns the
+    CSV's path."""
+    from .written import write_written
+
+    path = write_csv(reports, folder)
+    write_written(reports, folder)
     return path
 
 
@@ -461,7 +472,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
         report.update(sha256=hashes[key], grader=fingerprint, settings=settings, report=str(files_of[key]))
         _write_json(files_of[key], report)
         done[key] = rows[key] = report
-        write_csv(list(rows.values()), out)
+        write_summaries(list(rows.values()), out)
         if on_report is not None:
             on_report(report)
 
@@ -499,7 +510,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
                 claims = json.loads(path.read_text(encoding="utf8")).get("notebook")
                 if claims in ours and path != ours[claims]:
                     path.unlink()
-        write_csv(list(rows.values()), out)
+        write_summaries(list(rows.values()), out)
     reports = [done.get(_key(p)) or rows[_key(p)] for p in given]
     return Batch(reports, [k for k in todo if k in done], skipped)
 
@@ -563,5 +574,5 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
         report = dict(report, report=str(target))
         _write_json(target, report)
         rows[key] = report
-    write_csv(list(rows.values()), out)
+    write_summaries(list(rows.values()), out)
     return sorted(rows.values(), key=lambda r: r["notebook"])

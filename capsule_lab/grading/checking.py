@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Sequence
 
 import torch
@@ -33,7 +35,8 @@ from .lock import AnswerRefused, call_student, denied
 from .tasks import Case, Task, generator, get_task
 
 __all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "PLACE_HINT_AFTER", "BUG_HUNT_HINT", "CheckResult", "check", "Expected", "expected", "run_student",
-           "verdict", "credit", "earned_points", "to_record", "from_record"]
+           "verdict", "credit", "earned_points", "to_record", "from_record", "stand_ins", "stand_in_name",
+           "stand_in_note"]
 
 #: After this many failed checks of a bug hunt in one kernel, the check adds the task's ``place_hint``.
 PLACE_HINT_AFTER = 3
@@ -109,6 +112,25 @@ def _weights(case_index: int, outputs: Sequence[torch.Tensor]) -> list:
     return [torch.randn(o.shape, generator=g, dtype=torch.float64).to(o.dtype) for o in outputs]
 
 
+def _refused_by(err: BaseException) -> str:
+    """`` (called by your `quantized_keys`)``: the student's function that made the refused call — the innermost
+    frame of ``err``'s traceback, below the refused function's own, that is neither the package, the library nor
+    the grader's call — or ""."""
+    from .lock import _STUDENT_CALL, _library_roots, _package_dir
+
+    own, library, name = _package_dir() + os.sep, _library_roots(), None
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:   # the last frame is the refused function's (or its gate's)
+        code = tb.tb_frame.f_code
+        path = code.co_filename
+        real = os.path.realpath(path) if path.startswith(os.sep) else path
+        if not (real.startswith(own) or real.startswith(library) or path in ("<gate>", _STUDENT_CALL)
+                or path.startswith("<frozen ")):
+            name = code.co_name
+        tb = tb.tb_next
+    return f" (called by your `{name}`)" if name and name.isidentifier() else ""
+
+
 def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, student: bool) -> _Evaluation:
     """Run ``fn`` on a fresh copy of the case's inputs; with ``weights``, also take gradients."""
     want_grad = case.grad != "none" and weights is not None
@@ -121,7 +143,8 @@ def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, studen
         if not student:
             raise
         kind = "refused" if isinstance(err, AnswerRefused) else "error"
-        return _Evaluation(error=f"raised {type(err).__name__}: {err}", kind=kind)
+        caller = _refused_by(err) if kind == "refused" else ""
+        return _Evaluation(error=f"raised {type(err).__name__}: {err}{caller}", kind=kind)
     try:
         outputs = _structure(task, result)
     except ValueError as err:
@@ -145,7 +168,9 @@ def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, studen
         if not student:
             raise
         kind = "refused" if isinstance(err, AnswerRefused) else "error"
-        return _Evaluation(outputs=ev.outputs, error=f"backward pass raised {type(err).__name__}: {err}", kind=kind)
+        caller = _refused_by(err) if kind == "refused" else ""
+        return _Evaluation(outputs=ev.outputs, error=f"backward pass raised {type(err).__name__}: {err}{caller}",
+                           kind=kind)
     ev.grads = tuple(None if g is None else g.detach() for g in grads)
     return ev
 
@@ -260,17 +285,20 @@ def expected(task: Task, cached: bool = False) -> list[Expected]:
     return out
 
 
-def run_student(task: Task, fn: Callable, cases: Sequence[Expected], refuse: bool = True) -> list[_Evaluation]:
+def run_student(task: Task, fn: Callable, cases: Sequence[Expected], refuse: bool = True,
+                also_allowed: tuple = ()) -> list[_Evaluation]:
     """Run the student's ``fn`` on fresh copies of the cases' inputs, in order, stopping after one that fails
     to produce tensors — unless the task gives partial credit by case group, when every case runs. With
     ``refuse``, the task's answers raise while it runs, and so does every other package function it calls
-    that the task does not allow (:func:`.lock.denied`; the grader's child has them refused for good).
+    that the task does not allow (:func:`.lock.denied`; the grader's child has them refused for good);
+    ``also_allowed``: qualified names allowed besides ``task.allowed`` (the stand-ins of :func:`stand_ins`).
 
     Raises ``_NotImplemented`` when the function is a stub (raises NotImplementedError, returns ``...``).
     """
     results = []
     every_case = len(task.groups()) > 1
-    with (denied(task) if refuse else contextlib.nullcontext()):
+    gated = replace(task, allowed=task.allowed + tuple(also_allowed)) if also_allowed else task
+    with (denied(gated) if refuse else contextlib.nullcontext()):
         for e in cases:
             got = _evaluate(task, fn, e.case, e.weights, student=True)
             results.append(got)
@@ -316,7 +344,12 @@ def verdict(task: Task, cases: Sequence[Expected], got: Sequence[_Evaluation]) -
         status = (g.kind or "error") if g.error else "wrong"
         hint = task.hint
         if status == "refused":
-            hint = f"write {task.function or 'the function'} yourself, in plain torch (chapter {task.chapter})."
+            caller = re.search(r"\(called by your `(\w+)`\)", g.error or "")
+            caller = caller.group(1) if caller else task.function or "the function"
+            hint = f"write {caller} yourself, in plain torch (chapter {task.chapter})."
+            if caller != task.function and any(get_task(u).function == caller for u in task.uses):
+                hint = (f"your {caller} (an earlier task's function, which {task.function} calls) calls the package: "
+                        f"write it yourself, in plain torch (chapter {task.chapter}).")
         elif "nan or inf" in problem and task.nonfinite_hint:
             hint = task.nonfinite_hint
         elif task.kind == "bug hunt":
@@ -369,14 +402,67 @@ def _checked_cases(task: Task) -> list[Expected]:
     return kept[1]
 
 
-def _run_checks(task: Task, fn: Callable) -> tuple[str | None, str, float, list]:
+def _run_checks(task: Task, fn: Callable, also_allowed: tuple = ()) -> tuple[str | None, str, float, list]:
     """(None, "", 1.0, []) if ``fn`` passes every case, else (what differed, hint, fraction of the points
     earned, case groups failed). In-process: feedback only."""
     cases = _checked_cases(task)
-    got = run_student(task, fn, cases)
+    got = run_student(task, fn, cases, also_allowed=also_allowed)
     status, problem, hint = verdict(task, cases, got)
     fraction, failed = credit(task, cases, got)
     return problem, hint, 0.0 if status == "refused" else fraction, failed
+
+
+# ---------------------------------------------------------------- a task graded on its own function
+
+def stand_in_name(task: Task) -> str:
+    """The qualified name of ``task.stand_in`` (``capsule_lab.grading.tasks_05._stand_in_keys``): what the task
+    that uses it is allowed to call while it stands in."""
+    return f"{task.stand_in.__module__}.{task.stand_in.__qualname__}"
+
+
+def stand_in_note(replaced: Sequence[Task], verb: str) -> str:
+    """`` (checked with the course's `quantized_keys` in place of yours, which does not pass 05.quantize_keys)``, or
+    "" when nothing stood in."""
+    if not replaced:
+        return ""
+    names = " and ".join(f"`{t.function}`" for t in replaced)
+    which = "which does" if len(replaced) == 1 else "which do"
+    return (f" ({verb} with the course's {names} in place of yours, {which} not pass "
+            f"{' and '.join(t.id for t in replaced)}: this task counts on its own)")
+
+
+def _failing_uses(task: Task, fn: Callable) -> list[Task]:
+    """The earlier tasks ``task`` uses whose function, as the student's ``fn`` finds it (a global of the notebook,
+    ``fn.__globals__``), is missing or does not pass its own check."""
+    namespace = getattr(fn, "__globals__", None)
+    out = []
+    for used in (get_task(u) for u in task.uses):
+        own = namespace.get(used.function) if isinstance(namespace, dict) else None
+        try:
+            passes = callable(own) and _run_checks(used, own)[0] is None
+        except _NotImplemented:
+            passes = False
+        if not passes:
+            out.append(used)
+    return out
+
+
+@contextlib.contextmanager
+def stand_ins(namespace: dict, replaced: Sequence[Task]):
+    """Within the block, the notebook's ``namespace`` holds each replaced task's ``stand_in`` under the name of the
+    student's function for it; the student's own (or its absence) is put back on leaving."""
+    missing = object()
+    saved = {t.function: namespace.get(t.function, missing) for t in replaced}
+    try:
+        for t in replaced:
+            namespace[t.function] = t.stand_in
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
 
 
 # ---------------------------------------------------------------- passing results between processes
@@ -470,7 +556,7 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     Tasks: see :data:`~capsule_lab.grading.tasks.TASKS` (chapters 01–07). Unknown ids raise ``ValueError``.
     """
     task = get_task(task_id)
-    fraction, failed = 0.0, []
+    fraction, failed, replaced = 0.0, [], []
     if not callable(fn):
         if fn is None or fn is Ellipsis:
             problem, hint = NOT_IMPLEMENTED, task.hint
@@ -478,7 +564,9 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
             problem, hint = f"expected a function, got {_describe(fn)}", task.hint
     else:
         try:
-            problem, hint, fraction, failed = _run_checks(task, fn)
+            replaced = _failing_uses(task, fn) if task.uses else []
+            with (stand_ins(fn.__globals__, replaced) if replaced else contextlib.nullcontext()):
+                problem, hint, fraction, failed = _run_checks(task, fn, tuple(stand_in_name(t) for t in replaced))
         except _NotImplemented:
             problem, hint = NOT_IMPLEMENTED, task.hint
     passed = problem is None
@@ -489,6 +577,7 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     message = f"passed all {len(task.cases())} cases" if passed else f"{problem} — hint: {hint}"
     if not passed and fraction > 0:
         message += f" (case groups failed: {', '.join(failed)})"
+    message += stand_in_note(replaced, "checked")
     result = CheckResult(task.id, passed, task.points if passed else earned_points(task, fraction), task.points,
                          message)
     if verbose:

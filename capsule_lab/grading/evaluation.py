@@ -35,11 +35,12 @@ from typing import Sequence
 
 import torch
 
-from .checking import NOT_IMPLEMENTED, Expected, credit, earned_points, expected, from_record, verdict
+from .checking import (NOT_IMPLEMENTED, Expected, credit, earned_points, expected, from_record, stand_in_note,
+                       verdict)
 from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
                         limited, start_in_new_session, usage)
 from .reference_cache import package_fingerprint
-from .tasks import Task
+from .tasks import TASKS, Task
 
 __all__ = ["STATUSES", "prepare", "score_functions"]
 
@@ -71,12 +72,13 @@ def prepare(tasks: Sequence[Task]) -> None:
 
 
 def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], statement_timeout: float,
-             start: int, skip: list) -> dict:
+             start: int, skip: list, replaced: dict | None = None) -> dict:
     specs = []
     for task in tasks:
         cases = [{"name": e.case.name, "args": list(e.case.args), "kwargs": dict(e.case.kwargs),
                   "grad": e.case.grad, "weights": e.weights} for e in _EXPECTED[task.id]]
-        specs.append({"id": task.id, "cases": cases})  # the inputs only: the answers stay here
+        # the inputs only: the answers stay here; and the earlier tasks whose stand-ins take the student's place
+        specs.append({"id": task.id, "cases": cases, "stand_ins": list((replaced or {}).get(task.id, ()))})
     return {"chapter": chapter, "folder": str(folder), "sources": sources, "tasks": specs, "start": start,
             "skip": list(skip), "statement_timeout": float(statement_timeout)}
 
@@ -173,9 +175,14 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
     :data:`~capsule_lab.grading.processes.DEFAULT_MEMORY_LIMIT_MB`) and ``cpu_limit_s`` CPU-seconds (None:
     :func:`~capsule_lab.grading.processes.default_cpu_limit` of ``task_timeout``); 0: no such limit
     (:func:`~capsule_lab.grading.processes.limited`).
+
+    A task that uses earlier tasks' functions (``Task.uses``) is graded on its own: where one of those did not
+    pass, the task is graded again in a new child with that task's ``stand_in`` in place of the student's
+    function, and its message says so.
     Returns ``{"tasks": {id: outcome}, "definition_errors": [...],
     "grading_error": None or why the evaluation itself failed, "evaluations": number of child processes}``;
-    each outcome is ``{points, max_points, status, passed, message, hint}``.
+    each outcome is ``{points, max_points, status, passed, message, hint}`` (and ``stand_ins``, the ids of the
+    tasks whose stand-ins were used, where any was).
     """
     if not isinstance(task_timeout, (int, float)) or task_timeout <= 0:
         raise ValueError(f"task_timeout must be a positive number of seconds, got {task_timeout!r}")
@@ -183,6 +190,27 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
     memory_limit_mb = float(DEFAULT_MEMORY_LIMIT_MB if memory_limit_mb is None else memory_limit_mb)
     cpu_limit_s = float(default_cpu_limit(task_timeout) if cpu_limit_s is None else cpu_limit_s)
     prepare(tasks)
+    limits = (task_timeout, env, memory_limit_mb, cpu_limit_s)
+    scored = _score(chapter, sources, folder, tasks, *limits)
+    outcomes = scored["tasks"]
+    replaced = {t.id: [u for u in t.uses if not outcomes.get(u, {}).get("passed")] for t in tasks}
+    again = [t for t in tasks if replaced[t.id] and scored["grading_error"] is None
+             and outcomes[t.id]["status"] != "not found" and not outcomes[t.id]["message"].startswith(NOT_IMPLEMENTED)]
+    if again:
+        second = _score(chapter, sources, folder, again, *limits, replaced=replaced)
+        scored["evaluations"] += second["evaluations"]
+        scored["grading_error"] = second["grading_error"]
+        for task in again:
+            outcome = dict(second["tasks"][task.id], stand_ins=replaced[task.id])
+            outcome["message"] += stand_in_note([TASKS[u] for u in replaced[task.id]], "graded")
+            outcomes[task.id] = outcome
+    return scored
+
+
+def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task], task_timeout: float,
+           env: dict | None, memory_limit_mb: float, cpu_limit_s: float, replaced: dict | None = None) -> dict:
+    """:func:`score_functions` in child processes, without the second round; ``replaced``: {task id: [ids of the
+    earlier tasks whose stand-ins take the student's place]}."""
     folder = Path(folder).resolve()
     env = dict(os.environ if env is None else env)
     outcomes: dict[str, dict] = {}
@@ -197,7 +225,8 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
                              "to them?): reinstall the package and grade again, read-only this time")
             break
         workdir = Path(tempfile.mkdtemp(prefix="capsule-lab-evaluation-"))
-        torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip), workdir / "request.pt")
+        torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip, replaced),
+                   workdir / "request.pt")
         bootstrap = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
                      "from capsule_lab.grading.child import run; run(sys.argv[1])")
         proc = start_in_new_session(limited([sys.executable, "-I", "-c", bootstrap, str(workdir)],

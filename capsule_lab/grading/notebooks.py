@@ -37,6 +37,7 @@ from .evaluation import score_functions
 from .kernel import run_notebook
 from .processes import DEFAULT_MEMORY_LIMIT_MB, Reaper, check_limits, default_cpu_limit
 from .tasks import TASKS, tasks_for_chapter
+from .written import written_answers
 
 __all__ = ["chapter_of_notebook", "grade_notebook", "grade", "CSV_NAME"]
 
@@ -81,7 +82,7 @@ def _empty_report(path, chapter, timeout, task_timeout, error: str) -> dict:
             "definition_errors": [], "cell_errors": [], "timed_out": False, "timeout_cell": None,
             "timeout_cells": [], "limit_cells": [], "kernel_restarts": [], "kernel_died": False, "aborted": None,
             "timeout": timeout, "task_timeout": task_timeout, "memory_limit_mb": None, "cpu_limit_s": None,
-            "duration_s": 0.0}
+            "duration_s": 0.0, "written": {}}
 
 
 def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: str = "python3",
@@ -107,13 +108,15 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
          "definition_errors": [{cell, statement, error}], "cell_errors": [{cell, ename, evalue}],
          "timed_out", "timeout_cell", "timeout_cells", "limit_cells": [{cell, limit, message}],
          "kernel_restarts": [{cell, why}], "kernel_died", "aborted", "timeout", "task_timeout",
-         "memory_limit_mb", "cpu_limit_s", "duration_s"}
+         "memory_limit_mb", "cpu_limit_s", "duration_s",
+         "written": {question id: {title, answer, status, rubric, points (None), max_points}}}
 
     ``status`` is one of ``passed wrong error timeout``, ``not found``, ``refused``, ``memory limit``,
     ``cpu limit``; ``limit_cells`` are the kernel's cells that hit a limit (``limit``: ``"memory"``, an
     allocation failed; ``"cpu"``, the kernel was killed and the next cell ran in a fresh one). ``graded`` is False
     (with ``grading_error``) only when grading itself failed: no kernel could start, the evaluation process
-    could not start. Raises ``ValueError`` for a missing file, a bad time limit or an unknown chapter.
+    could not start. ``written`` holds the student's written answers with their rubrics, for the instructor to
+    score (:func:`~capsule_lab.grading.written.written_answers`; none is scored here). Raises ``ValueError`` for a missing file, a bad time limit or an unknown chapter.
     Chapters 01–07 (``capsule-lab grade``).
     """
     import nbformat
@@ -174,6 +177,7 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
         "memory_limit_mb": memory_limit_mb or None,
         "cpu_limit_s": cpu_limit_s or None,
         "duration_s": round(time.monotonic() - start, 2),
+        "written": written_answers(nb, chapter),
     }
     if report_path is not None:
         _write_json(Path(report_path), report)

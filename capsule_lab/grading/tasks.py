@@ -85,6 +85,14 @@ class Task:
     scalar); ``rtol``/``atol``: the tolerance of the comparison (default the checker's tight one; a
     prediction or an experiment states its band, ``atol`` absolute, not scaled).
 
+    ``uses``: the ids of earlier tasks of the chapter whose functions the student's function calls by name (05's
+    mini-experiment calls the student's ``quantized_keys`` and ``class_entropy``); ``stand_in``: for a task that
+    later tasks use, a plain implementation of it in its task module — neither the reference nor one of the
+    answers, which stay refused — that takes the student's place where the student's function for it does not
+    pass. A task is thus checked and graded on its own function: an earlier one it calls is the student's if
+    that passes, else the stand-in, and the message says so (:func:`~capsule_lab.grading.checking.check`,
+    :func:`~capsule_lab.grading.evaluation.score_functions`). One mistake costs one task.
+
     A bug hunt's check shows the symptom only (the failing case, expected against got), never a known mistake's
     hint nor the definition it breaks; after :data:`~capsule_lab.grading.checking.PLACE_HINT_AFTER` failed checks
     it adds ``place_hint``, which narrows where the bug is, never how to fix it.
@@ -108,6 +116,8 @@ class Task:
     rtol: float | None = None
     atol: float | None = None
     place_hint: str = ""
+    uses: tuple = ()
+    stand_in: Callable | None = None
 
     @property
     def chapter(self) -> str:
@@ -157,6 +167,13 @@ def register(*tasks: Task) -> None:
             raise ValueError(f"task {task.id!r}: kind must be one of {list(KINDS)}, got {task.kind!r}")
         if task.kind == "bug hunt" and not task.place_hint.strip():
             raise ValueError(f"task {task.id!r}: a bug hunt needs a place_hint (where to look, never the fix)")
+        for used in task.uses:
+            earlier = TASKS.get(used)
+            if earlier is None or earlier.chapter != task.chapter or earlier.stand_in is None:
+                raise ValueError(f"task {task.id!r}: uses {used!r}, which must be an earlier task of chapter "
+                                 f"{task.chapter} with a stand_in")
+        if task.stand_in is not None and (not hasattr(task.stand_in, "__code__") or task.stand_in in task.refused):
+            raise ValueError(f"task {task.id!r}: stand_in must be a plain Python function, not one of its answers")
         for name in ("rtol", "atol"):
             value = getattr(task, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):

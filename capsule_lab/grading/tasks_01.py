@@ -22,6 +22,13 @@ def _ref_squash(s, dim=-1):
     return squash(s, dim=dim)
 
 
+def _stand_in_squash(s, dim=-1):
+    """01.squash in plain torch: where the student's ``squash`` does not pass, 01's mini-experiment runs with this in
+    its place (``Task.stand_in``), so one mistake costs one task."""
+    n2 = (s * s).sum(dim=dim, keepdim=True)
+    return n2 / (1 + n2) * (s / torch.sqrt(n2 + 1e-16))
+
+
 def _squash_cases() -> list:
     g = generator(101)
     cases = [
@@ -303,7 +310,7 @@ register(
          outputs=("v",), wrong_answers=_SQUASH_WRONG,
          nonfinite_hint="nan or inf at or near s = 0: your squash divides by a norm of zero there (chapter 01, "
                         "'Why the norm is smoothed').",
-         input_names=("s",), function="squash", answers=(squash,)),
+         input_names=("s",), function="squash", answers=(squash,), stand_in=_stand_in_squash),
     Task("01.margin_loss", "Margin loss", 1, _ref_margin_loss, _margin_cases,
          hint="eq. (4) of chapter 01, section 3: one squared hinge per class, the absent ones weighted by λ; "
               "summed over the classes, averaged over the batch.",
@@ -327,5 +334,5 @@ register(
          hint="one 8-D capsule s in float64, the loss max(0, 0.9 − ‖squash(s)‖)², plain gradient descent "
               "s ← s − 0.1·∂L/∂s; count the updates until ‖squash(s)‖ ≥ 0.5 (chapter 01, 'The two curves').",
          outputs=("steps",), wrong_answers=_STEPS_WRONG, function="steps_to_long",
-         kind="experiment", returns_number=True, atol=1.0, rtol=0.0),
+         kind="experiment", returns_number=True, atol=1.0, rtol=0.0, uses=("01.squash",)),
 )

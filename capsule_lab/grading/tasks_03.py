@@ -124,6 +124,21 @@ def _ref_detached(votes, iterations):
     return dynamic_routing(votes, iterations, detach_couplings=True).poses
 
 
+def _stand_in_routing(votes, iterations=3, detach=True):
+    """03.detached_routing in plain torch (Sabour's routing, the couplings constants of the backward pass when
+    ``detach``): where the student's ``routing`` does not pass, 03's mini-experiment runs with this in its place
+    (``Task.stand_in``), so one mistake costs one task."""
+    logits = torch.zeros(votes.shape[:3], dtype=votes.dtype)
+    for _ in range(iterations):
+        c = torch.softmax(logits, dim=-1)
+        c = c.detach() if detach else c
+        s = (c.unsqueeze(-1) * votes).sum(dim=1)
+        n2 = (s * s).sum(dim=-1, keepdim=True)
+        v = n2 / (1 + n2) * s / torch.sqrt(n2 + 1e-16)
+        logits = logits + (votes * v.unsqueeze(1)).sum(dim=-1)
+    return v
+
+
 def _detached_cases() -> list:
     g = generator(303)
     return [
@@ -287,7 +302,7 @@ register(
                     "still reach when detach=True."),
          answers=(dynamic_routing, vote_free_routing, routing_step, DynamicRouter.forward, DynamicRouter.route_weights,
                   generic_routing, dynamic_routing_generic),
-         allowed=("capsule_lab.capsules.squash",)),
+         allowed=("capsule_lab.capsules.squash",), stand_in=_stand_in_routing),
     Task("03.term2_exponent", "Prediction: how term 2 shrinks with the votes", 1, _ref_term2_exponent,
          lambda: [Case("your prediction", (), grad="none")],
          hint="count the powers of σ in each factor of eq. (eq-grad-two-terms) and of ∂B/∂û, for short votes "
@@ -302,5 +317,5 @@ register(
          outputs=("ratio",), wrong_answers=_RATIO_WRONG, function="term2_ratio", kind="experiment",
          returns_number=True, rtol=0.01, atol=1e-9,
          answers=(vote_gradient, gradient_terms, capsnet_gradient_terms, polarised_gradient_terms, dynamic_routing,
-                  routing_step), allowed=("capsule_lab.capsules.squash",)),
+                  routing_step), allowed=("capsule_lab.capsules.squash",), uses=("03.detached_routing",)),
 )

@@ -22,6 +22,7 @@ from ..rem import (class_parse_tree, coupling_saliency, dictionary_entropy, glob
                    parse_tree_dictionary, parse_tree_keys, quantize, routing_entropy)
 from ..routing import dynamic_routing
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
+from .written import Question, register_questions
 
 #: The package's functions that quantise couplings, build or measure the dictionary: refused while the keys, the
 #: entropy and the experiment are checked (coupling_saliency and class_parse_tree quantise too).
@@ -43,6 +44,12 @@ def _column(couplings, predictions):
 
 def _ref_keys(couplings, predictions, levels):
     return quantize(_column(couplings, predictions), levels)
+
+
+def _stand_in_keys(couplings, predictions, levels):
+    """05.quantize_keys in plain torch: where the student's ``quantized_keys`` does not pass, 05's mini-experiment
+    runs with this in its place (``Task.stand_in``), so one mistake costs one task."""
+    return torch.round(_column(couplings, predictions) * (levels - 1)).long()
 
 
 def _two_class(values, predictions):
@@ -169,6 +176,11 @@ def _counts(keys, predictions, classes, key_id=None):
     counts = torch.zeros(classes, int(key_id.max()) + 1, dtype=torch.float64)
     counts.index_put_((predictions, key_id), torch.ones(len(key_id), dtype=torch.float64), accumulate=True)
     return counts
+
+
+def _stand_in_class_entropy(keys, predictions, classes):
+    """05.class_entropy in plain torch, the stand-in for a ``class_entropy`` that does not pass (``Task.stand_in``)."""
+    return _entropy_of(_counts(keys, predictions, classes))
 
 
 def _entropy_of(counts, log=torch.log2, sign=-1.0, over_all=False):
@@ -478,7 +490,7 @@ register(
               "to the level round(c · (K − 1)) (torch.round, halves to even); return int64 (N, I) "
               "(chapter 05, sections 2 and 3).",
          outputs=("keys",), wrong_answers=_KEYS_WRONG, input_names=("couplings",), function="quantized_keys",
-         answers=_REM_ANSWERS),
+         answers=_REM_ANSWERS, stand_in=_stand_in_keys),
     Task("05.class_entropy", "Bug hunt: the entropy of each class's parse trees", 2, _ref_class_entropy,
          _entropy_cases,
          hint="H_j = −Σ_key P(key | ŷ = j) log₂ P(key | ŷ = j) over the keys of the images predicted as j, 0 for a "
@@ -490,7 +502,7 @@ register(
          function="class_entropy", kind="bug hunt",
          place_hint=("two lines are wrong: one decides which keys are the same parse tree, one turns the counts into "
                      "frequencies; the table of counts, the entropy's terms and the mean are right."),
-         answers=_REM_ANSWERS),
+         answers=_REM_ANSWERS, stand_in=_stand_in_class_entropy),
     Task("05.flip_entropy", "Prediction: the entropy of couplings at the uniform 1/J with K = 6", 1,
          _ref_flip_entropy, lambda: [Case("your prediction", (), grad="none")],
          hint="where does the uniform coupling 1/J = 0.1 fall among the K = 6 levels, what does that do to 64 keys "
@@ -511,5 +523,28 @@ register(
               "(chapter 05, sections 3 and 5).",
          outputs=("mean entropy (bits)",), wrong_answers=_EXPERIMENT_WRONG, function="parse_tree_entropy",
          kind="experiment", returns_number=True, atol=0.005, rtol=0.0, answers=_REM_ANSWERS,
-         allowed=("capsule_lab.routing.dynamic_routing",)),
+         allowed=("capsule_lab.routing.dynamic_routing",), uses=("05.quantize_keys", "05.class_entropy")),
+)
+
+
+# --- written answers, scored by the instructor with these rubrics (grading.written) -----------------------------
+
+register_questions(
+    Question("05.flip_entropy", "The reasoning behind the prediction of task 3 (couplings at 1/J, K = 6)", (
+        "At K = 6 the level of a coupling c is round(5c): 1/J = 0.1 gives 0.5, the boundary between levels 0 and 1, "
+        "so each coupling's level depends on which side of 0.1 it falls (a coin toss for these couplings).",
+        "With 32 such levels per key, the 64 images almost surely all have different keys: each key once, "
+        "H_0 = log₂ 64 = 6 bits, the most 64 images can have.",
+        "Says what that shows: the entropy depends on where the bin edges sit (at K = 11 or 21, 0.1 is a bin's "
+        "centre, every key is the same and H_0 = 0), not only on the network.",
+    ), points=1),
+    Question("05.what_low_entropy_shows", "Is the network with the lowest entropy the best parse-tree network?", (
+        "H = 0 at one iteration (task 5) comes from the uniform couplings 1/J: every image has the same key, a parse "
+        "tree that tells nothing about the image. A low H alone is not the goal.",
+        "H depends on the quantisation (task 3: 6 bits or 0 bits from the same couplings, by K), so entropies are "
+        "compared only at the same K, and against the ceiling log₂ n_j of each class.",
+        "Names a measurement to put beside H before calling lower better — the accuracy (a pruned network must keep "
+        "it; the paper reports each entropy beside the accuracy), how far the couplings are from 1/J, or the number "
+        "of images per class — and says why.",
+    )),
 )

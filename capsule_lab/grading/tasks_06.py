@@ -21,6 +21,7 @@ from ..capsules import squash
 from ..ladder import (GAMMA, LadderLayer, PruningLayer, code_vector, ladder_activation, ladder_poses,
                       most_active_couplings, propagate, regress, regressed_capsules, top_k_capsules)
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
+from .written import Question, register_questions
 
 # --- 06.top_k -------------------------------------------------------------------------------------------
 
@@ -115,6 +116,12 @@ def _ref_regression(partial, regression):
 
 def _raw(partial, regression):
     return torch.einsum("bjkde,bje->bjkd", regression, partial)
+
+
+def _stand_in_regressed_rows(partial, regression):
+    """06.regression without its answers: where the student's ``regressed_rows`` does not pass, 06's
+    mini-experiment runs with this in its place (``Task.stand_in``), so one mistake costs one task."""
+    return squash(_raw(partial, regression))
 
 
 def _regression_cases() -> list:
@@ -356,7 +363,7 @@ register(
                         "(divide by sqrt(‖û‖² + ε²) instead; capsule_lab.capsules.squash is finite at 0), or by "
                         "‖s_j‖ anywhere (eq. 2 regresses from s_j itself, no normalising). The gradient counts too.",
          input_names=("partial", "regression"), function="regressed_rows", answers=(regress, regressed_capsules),
-         allowed=("capsule_lab.capsules.squash",)),
+         allowed=("capsule_lab.capsules.squash",), stand_in=_stand_in_regressed_rows),
     Task("06.gamma_activation", "Prediction: the activity of a class whose regression misses one part", 1,
          _ref_gamma_activation, lambda: [Case("your prediction", (), grad="none")],
          hint="eq. 4: δ_j = exp(−γ · (1/K) Σ_i ‖u_{i|j}^reg − u_i‖²) with γ = 5.12 — square each of the K distances, "
@@ -381,5 +388,28 @@ register(
               "(chapter 06, section 3).",
          outputs=("mean activity",), wrong_answers=_EXPERIMENT_WRONG, function="activity_under_noise",
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
-         answers=(regress, regressed_capsules, ladder_activation), allowed=("capsule_lab.capsules.squash",)),
+         answers=(regress, regressed_capsules, ladder_activation), allowed=("capsule_lab.capsules.squash",),
+         uses=("06.regression",)),
+)
+
+
+# --- written answers, scored by the instructor with these rubrics (grading.written) -----------------------------
+
+register_questions(
+    Question("06.gamma_activation", "The reasoning behind the prediction of task 3 (one part regressed badly)", (
+        "Squares each of the K = 4 distances and averages the squares over the K rows (eq. 4): "
+        "(3 · 0.1² + 0.3²) / 4 = 0.03.",
+        "δ_j = exp(−5.12 · 0.03) = exp(−0.1536) ≈ 0.858.",
+        "Explains the size of the drop: the far part brings three quarters of the error because distances are "
+        "squared (or: a sum instead of the mean would make δ_j fall with every capsule kept).",
+    ), points=1),
+    Question("06.mean_or_worst_part", "The mean squared error of eq. 4, or the worst part's?", (
+        "With the worst part's squared distance instead of the mean, task 3's class gets exp(−5.12 · 0.09) ≈ 0.63 "
+        "instead of ≈ 0.86: one part would decide the activity alone.",
+        "For parts that are all slightly displaced (small σ in task 5) the mean and the maximum are close and δ_j "
+        "stays high either way: the two differ on isolated outliers, such as an occluded or missing part.",
+        "A reasoned choice for a classifier trained with the margin loss (δ_j above m⁺ = 0.9 for the right class): "
+        "e.g. the mean tolerates one poorly fitted part and spreads the gradient over all K parts, the maximum "
+        "lets one outlier veto the class and sends the gradient to one part only. Either choice, argued, counts.",
+    )),
 )

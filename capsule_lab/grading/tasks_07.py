@@ -1,14 +1,16 @@
-"""The graded exercises of chapter 07 (learned routing): ``07.closed_form`` (the couplings of eq. 11),
+"""The graded exercises of chapter 07 (learned routing): ``07.closed_form`` (the couplings of a proximal routing
+step: the minimiser of the clustering objective, eq. 2, plus λ3 KL(c_·j ‖ c^prev_·j), whose λ3 = 0 case is eq. 11),
 ``07.kernel_mixture`` (the Gaussian-mixture kernel of eq. 15), ``07.predict_coupling`` (a prediction of eq. 11 by
 hand), ``07.similarity_loop`` (a bug hunt in a similarity-routing loop) and ``07.entropy_vs_lambda`` (a
 mini-experiment).
 
-Each task has the course's reference (:mod:`capsule_lab.routing.similarity`'s closed form, kernel and similarity
-routing), seeded random and edge-case inputs in named case groups, known wrong answers with their hints and a general
-hint pointing to its section of chapter 07. Letters are the chapter's (Faria, "Learning to compute inner consensus"):
-I input capsules with activations a_i, J output capsules, votes v_ij of dimension D, the kernel values
-k_ij = k(μ_j, v_ij), the couplings c_ij normalised over the inputs i (Σ_i c_ij = 1), the weights λ1 (toward uniform)
-and λ2 (toward the activations), the length scales ℓ_q and mixing logits w_q. Registered with
+Each task has the course's reference (the proximal couplings in plain torch here, the others from
+:mod:`capsule_lab.routing.similarity`: the kernel and similarity routing), seeded random and edge-case inputs in named
+case groups, known wrong answers with their hints and a general hint pointing to its section of chapter 07. Letters
+are the chapter's (Faria, "Learning to compute inner consensus"): I input capsules with activations a_i, J output
+capsules, votes v_ij of dimension D, the kernel values k_ij = k(μ_j, v_ij), the couplings c_ij normalised over the
+inputs i (Σ_i c_ij = 1), the weights λ1 (toward uniform), λ2 (toward the activations) and, in ``07.closed_form``, λ3
+(toward the previous couplings c^prev), the length scales ℓ_q and mixing logits w_q. Registered with
 :func:`capsule_lab.grading.tasks.register` on import.
 """
 
@@ -21,73 +23,99 @@ import torch
 from ..routing import (SimilarityRouter, closed_form_couplings, closed_form_logits, gaussian_mixture_kernel,
                        generic_routing, kernel_matrix, normalize_couplings, similarity_routing, weighted_mean_pose)
 from .tasks import Case, Task, WrongAnswer, generator, randn, register
+from .written import Question, register_questions
 
 # --- 07.closed_form -------------------------------------------------------------------------------------------
+#
+# Chapter 07 prints the minimiser of (S1), its (S4), in full; the task asks for the minimiser of (S1) plus a proximal
+# term, λ3 KL(c_·j ‖ c^prev_·j), the exercise's eq. (E2), which needs the derivation of (S2)–(S4) redone with a third
+# KL term. The package's closed form of (S4) stays refused: it is the λ3 = 0 part of the answer.
 
 _CLOSED_FORM_ANSWERS = (closed_form_logits, closed_form_couplings)
 
 
-def _ref_closed_form(kernel, activations, lam1, lam2):
-    return closed_form_couplings(kernel, activations, lam1, lam2)
+def _ref_proximal_couplings(kernel, activations, previous, lam1, lam2, lam3):
+    """The minimiser of eq. (E2), in plain torch: each KL(c ‖ π) adds λ (log c_ij − log π_ij + 1) to the derivative,
+    so (λ1 + λ2 + λ3) log c_ij = k_ij + λ2 log a_i + λ3 log c^prev_ij + const_j; the softmax over the inputs i takes
+    the constant (and the normalisation of a, a constant in i) away."""
+    total = lam1 + lam2 + lam3
+    logits = (kernel + lam2 * torch.log(activations)[:, :, None] + lam3 * torch.log(previous)) / total
+    return torch.softmax(logits, dim=1)
 
 
-def _closed_form_variant(kernel, activations, lam1, lam2, axis=1, exponent=None, scale=None):
-    """Eq. 11 with one known mistake switched on: the softmax axis, the exponent of a_i, the kernel's factor."""
-    total = lam1 + lam2
-    power = lam2 / total if exponent is None else exponent(lam1, lam2)
-    factor = 1 / total if scale is None else scale(lam1, lam2)
-    logits = power * torch.log(activations)[:, :, None] + factor * kernel
+def _proximal_variant(kernel, activations, previous, lam1, lam2, lam3, axis=1, temperature=None, weight_a=None,
+                      weight_prev=None, prior=torch.log, kernel_scale=True):
+    """Eq. (E2)'s minimiser with one known mistake switched on: the softmax axis, the temperature, the weights of
+    log a_i and of the previous couplings' term, that term itself (c^prev_ij for its log), the kernel unscaled."""
+    total = lam1 + lam2 + lam3 if temperature is None else temperature(lam1, lam2, lam3)
+    w_a = lam2 if weight_a is None else weight_a(lam1, lam2, lam3)
+    w_prev = lam3 if weight_prev is None else weight_prev(lam1, lam2, lam3)
+    logits = (w_a * torch.log(activations)[:, :, None] + w_prev * prior(previous)) / total \
+        + (kernel / total if kernel_scale else kernel)
     return torch.softmax(logits, dim=axis)
 
 
-def _closed_form_cases() -> list:
+def _proximal_cases() -> list:
     g = generator(701)
 
-    def draw(B, I, J, dtype):
+    def draw(B, I, J, dtype, lam1, lam2, lam3):
         kernel = torch.rand(B, I, J, generator=g, dtype=torch.float64)             # kernel values in (0, 1)
         activations = 0.05 + 0.95 * torch.rand(B, I, generator=g, dtype=torch.float64)
-        return kernel.to(dtype), activations.to(dtype)
+        previous = torch.softmax(randn(g, B, I, J, dtype=torch.float64), dim=1)    # columns on the simplex, > 0
+        return kernel.to(dtype), activations.to(dtype), previous.to(dtype), lam1, lam2, lam3
 
     return [
-        Case("B=2, I=12, J=5, λ1 = 0.1, λ2 = 0.3, float32", (*draw(2, 12, 5, torch.float32), 0.1, 0.3),
+        Case("B=2, I=12, J=5, λ1 = 0.1, λ2 = 0.3, λ3 = 0.2, float32", draw(2, 12, 5, torch.float32, 0.1, 0.3, 0.2),
              group="float32"),
-        Case("B=3, I=8, J=10, λ1 = 0.5, λ2 = 0.2, float32", (*draw(3, 8, 10, torch.float32), 0.5, 0.2),
+        Case("B=3, I=8, J=10, λ1 = 0.5, λ2 = 0.2, λ3 = 1, float32", draw(3, 8, 10, torch.float32, 0.5, 0.2, 1.0),
              group="float32"),
-        Case("B=2, I=16, J=4, λ1 = 0.05, λ2 = 0.15, float64", (*draw(2, 16, 4, torch.float64), 0.05, 0.15),
+        Case("B=2, I=16, J=4, λ1 = 0.05, λ2 = 0.15, λ3 = 0.1, float64",
+             draw(2, 16, 4, torch.float64, 0.05, 0.15, 0.1), group="float64"),
+        Case("B=2, I=6, J=3, λ1 = 0.5, λ2 = 1, λ3 = 1.5, float64", draw(2, 6, 3, torch.float64, 0.5, 1.0, 1.5),
              group="float64"),
-        Case("B=2, I=6, J=3, λ1 = 1, λ2 = 2, float64", (*draw(2, 6, 3, torch.float64), 1.0, 2.0), group="float64"),
-        Case("λ1 = 0, λ2 = 0.3 (B=2, I=10, J=4), float64", (*draw(2, 10, 4, torch.float64), 0.0, 0.3),
-             group="λ1 = 0 or λ2 = 0"),
-        Case("λ1 = 0.3, λ2 = 0 (B=2, I=10, J=4), float64", (*draw(2, 10, 4, torch.float64), 0.3, 0.0),
-             group="λ1 = 0 or λ2 = 0"),
+        Case("λ1 = 0, λ2 = 0.3, λ3 = 0.2 (B=2, I=10, J=4), float64", draw(2, 10, 4, torch.float64, 0.0, 0.3, 0.2),
+             group="one weight zero"),
+        Case("λ1 = 0.2, λ2 = 0.3, λ3 = 0: (S4) (B=2, I=10, J=4), float64",
+             draw(2, 10, 4, torch.float64, 0.2, 0.3, 0.0), group="one weight zero"),
     ]
 
 
+def _proximal_wrong(**mistake):
+    return lambda k, a, p, l1, l2, l3: _proximal_variant(k, a, p, l1, l2, l3, **mistake)
+
+
 _CLOSED_FORM_WRONG = (
-    WrongAnswer("normalised over the outputs",
-                lambda k, a, l1, l2: _closed_form_variant(k, a, l1, l2, axis=2),
+    WrongAnswer("normalised over the outputs", _proximal_wrong(axis=2),
                 "your columns do not sum to 1 but your rows do: that is Sabour's convention (Σ_j c_ij = 1). "
                 "Similarity routing is clustering: each output j distributes one unit over the inputs, "
                 "Σ_i c_ij = 1, so the softmax runs over i (dim=1)."),
-    WrongAnswer("exponent λ2/λ1", lambda k, a, l1, l2: _closed_form_variant(k, a, l1, l2, exponent=lambda x, y: y / x),
-                "the power of a_i is λ2/(λ1+λ2), not λ2/λ1: setting the gradient of F to zero gives "
-                "(λ1 + λ2) log c_ij = k_ij + λ2 log a_i + const, and both KL terms contribute a log c_ij."),
-    WrongAnswer("kernel without 1/(λ1+λ2)",
-                lambda k, a, l1, l2: _closed_form_variant(k, a, l1, l2, scale=lambda x, y: 1.0),
-                "the kernel values enter as exp(k_ij / (λ1 + λ2)), not exp(k_ij): divide the whole stationarity "
-                "condition by λ1 + λ2, the kernel term included."),
-    WrongAnswer("kernel divided by λ1", lambda k, a, l1, l2: _closed_form_variant(k, a, l1, l2, scale=lambda x, y: 1 / x),
-                "the kernel values are divided by λ1 + λ2, not by λ1 alone: the KL to the activations is an entropy "
-                "term too and softens the couplings as much as λ1 does."),
-    WrongAnswer("a_i^λ2", lambda k, a, l1, l2: _closed_form_variant(k, a, l1, l2, exponent=lambda x, y: y),
-                "the power of a_i is λ2/(λ1+λ2), not λ2: after dividing by λ1 + λ2, the activations' term is "
-                "λ2/(λ1+λ2) · log a_i."),
-    WrongAnswer("a_i^1", lambda k, a, l1, l2: _closed_form_variant(k, a, l1, l2, exponent=lambda x, y: 1.0),
-                "the activations enter as a_i^{λ2/(λ1+λ2)}, not a_i itself: how much they count depends on λ2's "
-                "share of the two entropy weights."),
-    WrongAnswer("activations ignored", lambda k, a, l1, l2: _closed_form_variant(k, a, l1, l2, exponent=lambda x, y: 0.0),
-                "your couplings ignore the activations: the KL to a (weight λ2) adds λ2/(λ1+λ2) · log a_i to the "
-                "logits, so an inactive input gets less of each output's unit."),
+    WrongAnswer("(S4), the previous couplings ignored",
+                _proximal_wrong(temperature=lambda x, y, z: x + y, weight_prev=lambda x, y, z: 0.0),
+                "your couplings do not depend on c^prev at all: that is chapter 07's (S4), the minimiser of (S1) "
+                "without the proximal term. Redo the derivation with the third KL term of eq. (E2): it changes the "
+                "stationarity condition twice."),
+    WrongAnswer("λ3 not in the temperature", _proximal_wrong(temperature=lambda x, y, z: x + y),
+                "your couplings are too sharp when λ3 > 0: KL(c ‖ c^prev) holds a Σ_i c_ij log c_ij, like the two "
+                "other KL terms, so λ3 adds to the coefficient of log c_ij in the stationarity condition — and you "
+                "divide by that whole coefficient."),
+    WrongAnswer("the previous couplings left out of the logits",
+                _proximal_wrong(weight_prev=lambda x, y, z: 0.0),
+                "λ3 is in your temperature but c^prev is not in your logits: the derivative of "
+                "λ3 KL(c ‖ c^prev) in c_ij has a term in c^prev_ij besides its λ3 log c_ij."),
+    WrongAnswer("c^prev linear, not its log", _proximal_wrong(prior=lambda p: p),
+                "c^prev enters your logits as c^prev_ij itself: the KL to c^prev brings its logarithm into the "
+                "stationarity condition, just as the KL to a brings log a_i."),
+    WrongAnswer("the weights of log a and log c^prev swapped",
+                _proximal_wrong(weight_a=lambda x, y, z: z, weight_prev=lambda x, y, z: y),
+                "the weights of log a_i and log c^prev_ij are swapped: each prior's logarithm comes from its own "
+                "KL term and carries that term's λ."),
+    WrongAnswer("log a weighted by λ1", _proximal_wrong(weight_a=lambda x, y, z: x),
+                "log a_i carries λ1, the weight of the pull toward uniform: the uniform prior's logarithm, −log I, "
+                "is the same for every input and goes into the constant; the activations' term comes from the KL "
+                "to a."),
+    WrongAnswer("kernel not divided", _proximal_wrong(kernel_scale=False),
+                "your kernel values enter the logits unscaled: divide the whole stationarity condition by the "
+                "coefficient of log c_ij, the kernel term included."),
 )
 
 
@@ -346,13 +374,15 @@ _EXPERIMENT_WRONG = (
 
 
 register(
-    Task("07.closed_form", "Eq. 11: the couplings that minimise the clustering objective", 2, _ref_closed_form,
-         _closed_form_cases,
-         hint="c_ij ∝ a_i^{λ2/(λ1+λ2)} · exp(k_ij/(λ1+λ2)), normalised over the inputs i for each output j: the "
-              "softmax over dim=1 of the logits λ2/(λ1+λ2) · log a_i + k_ij/(λ1+λ2) (chapter 07, similarity "
-              "routing).",
-         outputs=("couplings",), wrong_answers=_CLOSED_FORM_WRONG, input_names=("kernel", "activations"),
-         function="closed_form", answers=_CLOSED_FORM_ANSWERS),
+    Task("07.closed_form", "Eq. (E2): the couplings of a proximal routing step", 2, _ref_proximal_couplings,
+         _proximal_cases,
+         hint="redo chapter 07's derivation of (S4) (§2, routing as clustering: eqs. S2 and S3) with the third KL "
+              "term of eq. (E2): write each KL out as a sum over i, add a multiplier for Σ_i c_ij = 1, set the "
+              "derivative in c_ij to zero, collect every log c_ij on one side and divide by its coefficient; "
+              "exponentiate and normalise over the inputs i (dim=1), which takes the constants away.",
+         outputs=("couplings",), wrong_answers=_CLOSED_FORM_WRONG,
+         input_names=("kernel", "activations", "previous"), function="proximal_couplings",
+         answers=_CLOSED_FORM_ANSWERS),
     Task("07.kernel_mixture", "Eq. 15: a mixture of Gaussian kernels with softmax weights", 2, _ref_kernel,
          _kernel_cases,
          hint="k(x, y) = Σ_q softmax(w)_q · exp(−‖x − y‖² / (2 ℓ_q²)): the squared distance over the last axis "
@@ -388,4 +418,28 @@ register(
          answers=(similarity_routing, generic_routing, closed_form_logits, closed_form_couplings,
                   gaussian_mixture_kernel, kernel_matrix, weighted_mean_pose, normalize_couplings,
                   SimilarityRouter.forward)),
+)
+
+
+# --- written answers, scored by the instructor with these rubrics (grading.written) -----------------------------
+
+register_questions(
+    Question("07.predict_coupling", "The reasoning behind the prediction of task 3 (a weak but well-placed input)", (
+        "Uses (S4): input i is weighted by a_i^{λ2/(λ1+λ2)} · exp(k_ij/(λ1+λ2)), here a_i^{1/2} · e^{2 k_ij} with "
+        "λ1 + λ2 = 0.5.",
+        "Input 1: 0.5 · e² ≈ 3.69, input 2: 1; normalised over the two inputs, c_1j ≈ 3.69 / 4.69 ≈ 0.787.",
+        "Reads it: the good fit wins, but the weak activation costs it (about 0.88 without the activations); the "
+        "sum λ1 + λ2 sets how much the fit dominates, λ2's share how much the activations count.",
+    ), points=1),
+    Question("07.what_lambda_controls", "What can a network learn through λ1 and λ2?", (
+        "From (S4): the couplings depend on the kernel only through k_ij / (λ1 + λ2), and on the activations only "
+        "through λ2 / (λ1 + λ2) — scaling λ1 and λ2 together is the same as scaling the kernel down.",
+        "Because the kernel values lie in (0, 1] (a mixture of Gaussians with softmax weights), the length scales "
+        "cannot make the kernel's spread larger than 1: λ1 + λ2 alone sets how sharp the clusters can be (task 5: "
+        "the entropy rises towards the uniform value as λ1 grows; once λ1 + λ2 passes about 1 the fit barely "
+        "counts).",
+        "Concludes what learning them means: λ1 + λ2 acts as the layer's temperature and λ2 / (λ1 + λ2) as how "
+        "much it trusts the inputs' activations, so a trained layer chooses its own sharpness — and a λ driven "
+        "towards 0 gives hard, winner-take-all couplings.",
+    )),
 )

@@ -26,6 +26,7 @@ from ..stats import binomial_standard_error, paired_t_test, pooled_mcnemar_test
 from ..stats import mcnemar_test as stats_mcnemar_test
 from ..routing import Router, RoutingResult, dynamic_routing
 from .tasks import Case, Task, WrongAnswer, generator, register
+from .written import Question, register_questions
 
 # --- 08.summary -----------------------------------------------------------------------------------------------
 
@@ -372,4 +373,27 @@ register(
                   "capsule_lab.profiles.RouterBenchSettings", "capsule_lab.training.Schedule",
                   "capsule_lab.router_bench.BenchEntry", "capsule_lab.router_bench.run_router_bench",
                   "capsule_lab.routing.Router", "capsule_lab.routing.RoutingResult")),
+)
+
+
+# --- written answers, scored by the instructor with these rubrics (grading.written) -----------------------------
+
+register_questions(
+    Question("08.predict_p_value", "The reasoning behind the prediction of task 3 (12 against 2)", (
+        "Only the 14 images the two disagree on are trials: under the null hypothesis the number going A's way is "
+        "Binomial(14, ½).",
+        "P(X ≤ 2) = (1 + 14 + 91) / 2¹⁴ = 106 / 16384 ≈ 0.0065, and two-sided p ≈ 0.013.",
+        "Reads the result: below 0.05 although the accuracies differ by half a point, because the two agree on "
+        "everything else; the same gap from many more disagreements would be no evidence.",
+    ), points=1),
+    Question("08.one_seed_claim", "A reply to 'router X beats dynamic routing (one seed, p = 0.03)'", (
+        "McNemar's test compares these two trained networks on these test images: it says the gap is unlikely to "
+        "be test-set noise, not that it would hold for another training seed (the spread between seeds is not in "
+        "it).",
+        "Asks for the seeds: the mean and standard error over seeds (task 1), the test seed by seed or pooled, and "
+        "whether the sign holds at every seed.",
+        "Names what else could make the gap: the many comparisons of a bench (with ten or more routers some p below "
+        "0.05 come by chance at α = 0.05), or a difference besides the router (the bench keeps backbone, data and "
+        "schedule equal — a run outside it may not), or the size of the effect against what it costs (step time).",
+    )),
 )
