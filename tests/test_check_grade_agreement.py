@@ -166,3 +166,44 @@ def test_every_stand_in_passes_its_own_task():
         assert task.stand_in not in task.refused
         cases = expected(task)
         assert verdict(task, cases, run_student(task, task.stand_in, cases, refuse=False))[0] == "passed", task.id
+
+
+def test_in_the_graders_kernel_a_check_cell_runs_nothing(monkeypatch, capsys):
+    """`capsule-lab grade` runs the notebook for its outputs and errors with GRADING_KERNEL_ENV set: a check cell
+    there calls nothing (the grade comes from the grader's own evaluation), so 08's check does not train twice."""
+    from capsule_lab.grading.checking import GRADING_KERNEL_ENV
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("check ran the function in the grader's kernel")
+
+    monkeypatch.setenv(GRADING_KERNEL_ENV, "1")
+    result = check("08.new_router", must_not_run)
+    assert not result.passed and result.points == 0 and "not checked in the grader's kernel" in result.message
+    assert capsys.readouterr().out.startswith("– 08.new_router not checked while the notebook is graded")
+    with pytest.raises(ValueError):
+        check("08.nothing", must_not_run)                    # an unknown id still says so
+
+
+def test_grade_sets_the_flag_for_the_kernel_only(monkeypatch, tmp_path):
+    from capsule_lab.grading import notebooks
+    from capsule_lab.grading.checking import GRADING_KERNEL_ENV
+
+    seen = {}
+
+    def fake_run(nb, folder, timeout, kernel_name, env, *limits):
+        seen["kernel"] = env.get(GRADING_KERNEL_ENV)
+        return {"cell_errors": [], "timeout_cells": [], "limit_cells": [], "kernel_restarts": [],
+                "kernel_died": False, "aborted": None, "kernel_error": None}
+
+    def fake_score(chapter, sources, folder, tasks, task_timeout, env, *limits):
+        seen["evaluation"] = env.get(GRADING_KERNEL_ENV)
+        return {"tasks": {t.id: {"points": 0, "max_points": t.points, "status": "error", "passed": False,
+                                 "message": "", "hint": ""} for t in tasks},
+                "definition_errors": [], "grading_error": None, "evaluations": 0}
+
+    monkeypatch.setattr(notebooks, "run_notebook", fake_run)
+    monkeypatch.setattr(notebooks, "score_functions", fake_score)
+    path = tmp_path / "01_capsules.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), path)
+    notebooks.grade_notebook(path, timeout=10)
+    assert seen == {"kernel": "1", "evaluation": None}

@@ -148,11 +148,12 @@ def _check_seconds(task_id: str, env: dict) -> float:
 
 @pytest.mark.slow
 def test_a_second_check_in_a_new_process_answers_in_seconds(tmp_path):
-    """The experiment of chapter 02 trains its reference (seconds to minutes); the second process reads it."""
+    """08's mini-experiment trains its reference, two CapsNets (seconds): the first process does, the second reads
+    it. (A task whose reference takes milliseconds would compare noise.)"""
     env = dict(os.environ, **{rc.CACHE_ENV: str(tmp_path)}, OMP_NUM_THREADS="1")
-    first = _check_seconds("02.coupling_sharpness", env)
-    second = _check_seconds("02.coupling_sharpness", env)
-    assert second < 5.0 and second < first, (first, second)
+    first = _check_seconds("08.new_router", env)
+    second = _check_seconds("08.new_router", env)
+    assert second < 5.0 and 2 * second < first, (first, second)
 
 
 CACHE_READER = '''\
@@ -167,7 +168,10 @@ def squash(s, dim=-1):
 
 @pytest.mark.notebook
 def test_a_graded_function_cannot_read_the_kept_answers(tmp_path, monkeypatch):
+    from capsule_lab.grading import evaluation
+
     monkeypatch.setenv(rc.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(evaluation, "_EXPECTED", {})  # this worker may have prepared 01 already, elsewhere
     nb = nbformat.read(ROOT / "solutions" / "01_capsules.ipynb", as_version=4)
     (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("def squash(")]
     cell.source = CACHE_READER.format(env=rc.CACHE_ENV)

@@ -34,10 +34,14 @@ import torch
 from .lock import AnswerRefused, call_student, denied
 from .tasks import Case, Task, generator, get_task
 
-__all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "PLACE_HINT_AFTER", "BUG_HUNT_HINT", "CheckResult", "check", "Expected", "expected", "run_student",
+__all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "PLACE_HINT_AFTER", "GRADING_KERNEL_ENV", "BUG_HUNT_HINT", "CheckResult", "check", "Expected", "expected", "run_student",
            "verdict", "credit", "earned_points", "to_record", "from_record", "stand_ins", "stand_in_name",
            "stand_in_note"]
 
+#: Set (to "1") in the environment of the kernel ``capsule-lab grade`` runs a notebook in: there a ``check(...)`` cell
+#: only prints that it was not run — the grade comes from the grader's own evaluation, and a check that trains networks
+#: (08's mini-experiment) would only double the time.
+GRADING_KERNEL_ENV = "CAPSULE_LAB_GRADING_KERNEL"
 #: After this many failed checks of a bug hunt in one kernel, the check adds the task's ``place_hint``.
 PLACE_HINT_AFTER = 3
 #: What a bug hunt's failed check suggests besides the symptom (it names no line and no fix).
@@ -551,11 +555,19 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     which case> — hint: <hint>`` (unless ``verbose=False``) and returns a :class:`CheckResult`. A bug hunt's
     message gives the symptom only (the case, expected against got); from its :data:`PLACE_HINT_AFTER`-th failed
     check in this kernel on, it adds the task's second hint, which narrows the place, never the fix. This is
-    feedback in the student's kernel; ``capsule-lab grade`` scores the notebook on its own.
+    feedback in the student's kernel; ``capsule-lab grade`` scores the notebook on its own (in the kernel it runs the
+    notebook in, :data:`GRADING_KERNEL_ENV` is set and ``check`` runs nothing).
 
     Tasks: see :data:`~capsule_lab.grading.tasks.TASKS` (chapters 01–07). Unknown ids raise ``ValueError``.
     """
     task = get_task(task_id)
+    if os.environ.get(GRADING_KERNEL_ENV) == "1":
+        result = CheckResult(task.id, False, 0.0, task.points, "not checked in the grader's kernel")
+        if verbose:
+            sys.stdout.write(f"– {task.id} not checked while the notebook is graded: the grade comes from the "
+                             "grader's own evaluation\n")
+            result._printed = True
+        return result
     fraction, failed, replaced = 0.0, [], []
     if not callable(fn):
         if fn is None or fn is Ellipsis:

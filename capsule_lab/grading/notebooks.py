@@ -14,7 +14,9 @@ The kernel and the child each run under a memory and a CPU-time limit
 (:func:`~capsule_lab.grading.processes.limited`), so one notebook cannot exhaust the grading machine.
 
 The ``check(...)`` calls in the notebook are feedback for the student and count for nothing here: deleting
-them changes no score, and nothing the student's code prints, writes or patches is read. :func:`grade`
+them changes no score, and nothing the student's code prints, writes or patches is read; in the grader's kernel
+they run nothing (:data:`~capsule_lab.grading.checking.GRADING_KERNEL_ENV`), so that a check that trains networks
+does not double the time. :func:`grade`
 does that for many notebooks and writes a JSON report per notebook and ``grades.csv``
 (``capsule-lab grade NOTEBOOK... --out reports``), through :mod:`.batch` (parallel workers, resuming,
 shards). Grading is not a sandbox: the student's code runs with the grader's rights (see the instructors'
@@ -32,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from .checking import GRADING_KERNEL_ENV
 from .evaluation import prepare
 from .evaluation import score_functions
 from .kernel import run_notebook
@@ -148,7 +151,8 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
 
     start = time.monotonic()
     with Reaper() as reaper:
-        run = run_notebook(nb, folder, timeout, kernel_name, env, memory_limit_mb, cpu_limit_s)
+        kernel_env = dict(env, **{GRADING_KERNEL_ENV: "1"})   # the notebook's check cells: feedback, not run here
+        run = run_notebook(nb, folder, timeout, kernel_name, kernel_env, memory_limit_mb, cpu_limit_s)
         reaper.reap()  # nothing the kernel started outlives it
         scored = score_functions(chapter, sources, folder, tasks, task_timeout, env, memory_limit_mb, cpu_limit_s)
         reaper.reap()
