@@ -34,14 +34,23 @@ def _variant(chapter: str, replacements: dict) -> nbformat.NotebookNode:
     return nb
 
 
-def _checked(nb) -> dict:
-    """What ``check`` says of each task when the notebook's definitions are run as in a kernel."""
+def _namespace(nb, functions_only: bool = False) -> dict:
+    """The notebook's definitions run as the grader's child runs them (a statement that fails is skipped); with
+    ``functions_only``, only its imports and functions (no setup cell, no explore cell's names)."""
     namespace: dict = {"__name__": "__main__"}
     for index, module in definitions([c.source if c.cell_type == "code" else None for c in nb.cells]):
-        try:                                   # as the grader's child: a statement that fails is noted and skipped
+        if functions_only and not isinstance(module.body[0], (ast.Import, ast.ImportFrom, ast.FunctionDef)):
+            continue
+        try:
             exec(compile(module, f"<cell {index}>", "exec"), namespace)
         except Exception:  # noqa: BLE001
             pass
+    return namespace
+
+
+def _checked(nb) -> dict:
+    """What ``check`` says of each task when the notebook's definitions are run as in a kernel."""
+    namespace = _namespace(nb)
     chapter = nb.metadata["capsule_lab"]["chapter"]
     return {t.id: check(t.id, namespace[t.function], verbose=False) for t in tasks_for_chapter(chapter)}
 
@@ -100,12 +109,7 @@ def test_check_and_grade_agree_on_accepted_wrong_refused_and_copied_answers(chap
 
 
 def _solutions_namespace(chapter: str) -> dict:
-    nb = nbformat.read(next((ROOT / "solutions").glob(f"{chapter}_*.ipynb")), as_version=4)
-    namespace: dict = {"__name__": "__main__"}
-    for index, module in definitions([c.source if c.cell_type == "code" else None for c in nb.cells]):
-        if isinstance(module.body[0], (ast.Import, ast.ImportFrom, ast.FunctionDef)):  # the student's functions
-            exec(compile(module, f"<cell {index}>", "exec"), namespace)
-    return namespace
+    return _namespace(_variant(chapter, {}), functions_only=True)
 
 
 def test_a_task_is_checked_on_its_own_function_with_the_stand_in_for_an_earlier_one_that_fails():

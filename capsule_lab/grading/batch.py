@@ -53,8 +53,8 @@ from .processes import Reaper
 from .reference_cache import package_fingerprint
 from .tasks import TASKS, tasks_for_chapter
 
-__all__ = ["Batch", "grade_batch", "merge_reports", "write_csv", "write_summaries", "read_reports", "parse_shard", "shard_of",
-           "default_jobs", "grader_fingerprint", "notebook_sha256", "CSV_COLUMNS_HEAD", "CSV_COLUMNS_TAIL"]
+__all__ = ["Batch", "grade_batch", "merge_reports", "write_csv", "write_summaries", "read_reports", "parse_shard",
+           "shard_of", "default_jobs", "grader_fingerprint", "notebook_sha256", "CSV_COLUMNS_HEAD", "CSV_COLUMNS_TAIL"]
 
 #: The first columns of ``grades.csv``; one column per task follows, then :data:`CSV_COLUMNS_TAIL`.
 CSV_COLUMNS_HEAD = ("notebook", "chapter", "graded", "score", "max_score")

@@ -31,16 +31,16 @@ from typing import Callable, Sequence
 
 import torch
 
-from .lock import AnswerRefused, call_student, denied
+from .lock import AnswerRefused, call_student, denied, refusing_caller
 from .tasks import Case, Task, generator, get_task
 
-__all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "PLACE_HINT_AFTER", "GRADING_KERNEL_ENV", "BUG_HUNT_HINT", "CheckResult", "check", "Expected", "expected", "run_student",
-           "verdict", "credit", "earned_points", "to_record", "from_record", "stand_ins", "stand_in_name",
-           "stand_in_note"]
+__all__ = ["RTOL", "ATOL", "NOT_IMPLEMENTED", "PLACE_HINT_AFTER", "GRADING_KERNEL_ENV", "BUG_HUNT_HINT", "CheckResult",
+           "check", "Expected", "expected", "run_student", "verdict", "credit", "earned_points", "to_record",
+           "from_record", "stand_ins", "stand_in_name", "stand_in_note"]
 
-#: Set (to "1") in the environment of the kernel ``capsule-lab grade`` runs a notebook in: there a ``check(...)`` cell
-#: only prints that it was not run — the grade comes from the grader's own evaluation, and a check that trains networks
-#: (08's mini-experiment) would only double the time.
+#: Set (to "1") in the environment of the kernel ``capsule-lab grade`` runs a notebook in: there a ``check(...)``
+#: cell only prints that it was not run — the grade comes from the grader's own evaluation, and a check that trains
+#: networks (08's mini-experiment) would only double the time.
 GRADING_KERNEL_ENV = "CAPSULE_LAB_GRADING_KERNEL"
 #: After this many failed checks of a bug hunt in one kernel, the check adds the task's ``place_hint``.
 PLACE_HINT_AFTER = 3
@@ -117,22 +117,9 @@ def _weights(case_index: int, outputs: Sequence[torch.Tensor]) -> list:
 
 
 def _refused_by(err: BaseException) -> str:
-    """`` (called by your `quantized_keys`)``: the student's function that made the refused call — the innermost
-    frame of ``err``'s traceback, below the refused function's own, that is neither the package, the library nor
-    the grader's call — or ""."""
-    from .lock import _STUDENT_CALL, _library_roots, _package_dir
-
-    own, library, name = _package_dir() + os.sep, _library_roots(), None
-    tb = err.__traceback__
-    while tb is not None and tb.tb_next is not None:   # the last frame is the refused function's (or its gate's)
-        code = tb.tb_frame.f_code
-        path = code.co_filename
-        real = os.path.realpath(path) if path.startswith(os.sep) else path
-        if not (real.startswith(own) or real.startswith(library) or path in ("<gate>", _STUDENT_CALL)
-                or path.startswith("<frozen ")):
-            name = code.co_name
-        tb = tb.tb_next
-    return f" (called by your `{name}`)" if name and name.isidentifier() else ""
+    """`` (called by your `quantized_keys`)``: the student's function that made the refused call, or ""."""
+    name = refusing_caller(err)
+    return f" (called by your `{name}`)" if name else ""
 
 
 def _evaluate(task: Task, fn: Callable, case: Case, weights: list | None, student: bool) -> _Evaluation:
@@ -425,8 +412,8 @@ def stand_in_name(task: Task) -> str:
 
 
 def stand_in_note(replaced: Sequence[Task], verb: str) -> str:
-    """`` (checked with the course's `quantized_keys` in place of yours, which does not pass 05.quantize_keys)``, or
-    "" when nothing stood in."""
+    """`` (checked with the course's `quantized_keys` in place of yours, which does not pass 05.quantize_keys: this
+    task counts on its own)``, or "" when nothing stood in."""
     if not replaced:
         return ""
     names = " and ".join(f"`{t.function}`" for t in replaced)

@@ -168,7 +168,7 @@ def _started_and_executed(make_client, env, tries: int = _START_TRIES):
         try:
             client.execute(env=env)
             return client, None
-        except Exception as err:  # noqa: BLE001 - the caller sorts the errors; only a failed start is retried
+        except Exception as err:  # noqa: BLE001 - run_notebook sorts the errors; only a failed start is retried
             atexit.unregister(client._cleanup_kernel)  # nbclient leaves it registered when the start fails
             if client.current_cell is not None or isinstance(err, _KernelStuck) or attempt == tries:
                 return client, err
@@ -215,23 +215,20 @@ def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str
             )
         restart_after, why = None, None
         client, error = _started_and_executed(make_client, env)
-        try:
-            if error is not None:
-                raise error
-        except _KernelStuck as err:
-            restart_after, why = err.args[0], "the kernel did not respond after the timeout"
-        except DeadKernelError:
+        if isinstance(error, _KernelStuck):
+            restart_after, why = error.args[0], "the kernel did not respond after the timeout"
+        elif isinstance(error, DeadKernelError):
             report["kernel_died"] = True
             restart_after, why = client.current_cell, "the kernel died"
             if cpu_limit_s and client.current_cell is not None and _killed_by_cpu_limit(client):
                 why = f"the kernel used up its CPU-time limit of {cpu_limit_s:g} CPU-seconds"
                 report["limit_cells"].append({"cell": client.current_cell + start, "limit": "cpu", "message": (
                     f"{why} (killed by SIGXCPU; raise the limit with `capsule-lab grade --cpu-limit S`)")})
-        except Exception as err:  # noqa: BLE001 - a broken kernel spec, a failed start: report, don't crash a batch
+        elif error is not None:  # a broken kernel spec, a failed start: report, don't crash a batch
             if client.current_cell is None:
-                report["kernel_error"] = f"{type(err).__name__}: {err} ({_START_TRIES} starts tried)"
+                report["kernel_error"] = f"{type(error).__name__}: {error} ({_START_TRIES} starts tried)"
             else:
-                report["aborted"] = f"{type(err).__name__}: {err}; later cells were not run"
+                report["aborted"] = f"{type(error).__name__}: {error}; later cells were not run"
         report["cell_errors"] += [{**e, "cell": e["cell"] + start} for e in client.cell_errors]
         if memory_limit_mb:
             report["limit_cells"] += [

@@ -53,7 +53,8 @@ import warnings
 from typing import Callable, Iterable, Iterator
 
 __all__ = ["AnswerRefused", "REFUSAL", "refused", "refuse_for_good", "qualified_name", "package_functions",
-           "resolve_allowed", "denied", "deny_for_good", "allow_task", "call_student", "package_modules"]
+           "resolve_allowed", "denied", "deny_for_good", "allow_task", "call_student", "package_modules",
+           "refusing_caller"]
 
 #: The message an answer function raises while it is refused (followed by its name).
 REFUSAL = "this task asks for your own implementation"
@@ -308,6 +309,34 @@ def _library_roots() -> tuple:
     return tuple(sorted(roots))
 
 
+def _where(path: str, root: str, library: tuple) -> str:
+    """Where code of file ``path`` comes from, by its file name alone: ``"gate"``, ``"package"`` (a file under
+    ``root``), ``"library"`` (torch, the standard library, frozen modules) or ``"other"`` (the student's cells,
+    anything else)."""
+    if path == "<gate>":
+        return "gate"
+    real = os.path.realpath(path) if path.startswith(os.sep) else path
+    if real.startswith(root):
+        return "package"
+    if path.startswith("<frozen ") or real.startswith(library):
+        return "library"
+    return "other"
+
+
+def refusing_caller(err: BaseException) -> str | None:
+    """The name of the student's function that made the call ``err`` (an :class:`AnswerRefused`) refuses: the
+    innermost frame of its traceback, below the refused function's own (or its gate's), whose code is neither the
+    package's, the library's, a gate nor :data:`call_student` — or None."""
+    root, library, name = _package_dir() + os.sep, _library_roots(), None
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:   # the last frame is the refused function's (or its gate's)
+        code = tb.tb_frame.f_code
+        if code.co_filename != _STUDENT_CALL and _where(code.co_filename, root, library) == "other":
+            name = code.co_name
+        tb = tb.tb_next
+    return name if name and name.isidentifier() else None
+
+
 def _machinery(functions: list, sealed: bool = False):
     """The gates of ``functions`` and the state they share, all in closures: nothing of it is an attribute of a
     module. Returns ``(install, uninstall, allow, hook, state)``."""
@@ -336,6 +365,8 @@ def _machinery(functions: list, sealed: bool = False):
         entry = kinds.get(id(code))
         if entry is not None and entry[0] is code:
             return entry[1]
+        # (the file-name part of :func:`_where`, written out: _where is a package function, so it has a gate,
+        # which would ask this machinery again)
         path = code.co_filename
         real = os.path.realpath(path) if path.startswith(os.sep) else path
         if package_codes.get(id(code)) is code:

@@ -16,9 +16,8 @@ The kernel and the child each run under a memory and a CPU-time limit
 The ``check(...)`` calls in the notebook are feedback for the student and count for nothing here: deleting
 them changes no score, and nothing the student's code prints, writes or patches is read; in the grader's kernel
 they run nothing (:data:`~capsule_lab.grading.checking.GRADING_KERNEL_ENV`), so that a check that trains networks
-does not double the time. :func:`grade`
-does that for many notebooks and writes a JSON report per notebook and ``grades.csv``
-(``capsule-lab grade NOTEBOOK... --out reports``), through :mod:`.batch` (parallel workers, resuming,
+does not double the time. :func:`grade` does that for many notebooks and writes a JSON report per notebook and
+``grades.csv`` (``capsule-lab grade NOTEBOOK... --out reports``), through :mod:`.batch` (parallel workers, resuming,
 shards). Grading is not a sandbox: the student's code runs with the grader's rights (see the instructors'
 guide).
 """
@@ -119,7 +118,8 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     allocation failed; ``"cpu"``, the kernel was killed and the next cell ran in a fresh one). ``graded`` is False
     (with ``grading_error``) only when grading itself failed: no kernel could start, the evaluation process
     could not start. ``written`` holds the student's written answers with their rubrics, for the instructor to
-    score (:func:`~capsule_lab.grading.written.written_answers`; none is scored here). Raises ``ValueError`` for a missing file, a bad time limit or an unknown chapter.
+    score (:func:`~capsule_lab.grading.written.written_answers`; none is scored here). Raises ``ValueError`` for a
+    missing file, a bad time limit or an unknown chapter.
     Chapters 01–07 (``capsule-lab grade``).
     """
     import nbformat

@@ -22,13 +22,6 @@ def _ref_squash(s, dim=-1):
     return squash(s, dim=dim)
 
 
-def _stand_in_squash(s, dim=-1):
-    """01.squash in plain torch: where the student's ``squash`` does not pass, 01's mini-experiment runs with this in
-    its place (``Task.stand_in``), so one mistake costs one task."""
-    n2 = (s * s).sum(dim=dim, keepdim=True)
-    return n2 / (1 + n2) * (s / torch.sqrt(n2 + 1e-16))
-
-
 def _squash_cases() -> list:
     g = generator(101)
     cases = [
@@ -68,6 +61,12 @@ def _norm2(s, dim):
 
 def _norm(s, dim):
     return torch.sqrt(_norm2(s, dim) + 1e-16)
+
+
+def _stand_in_squash(s, dim=-1):
+    """01.squash in plain torch: where the student's ``squash`` does not pass, 01's mini-experiment runs with this in
+    its place (``Task.stand_in``), so one mistake costs one task."""
+    return _norm2(s, dim) / (1 + _norm2(s, dim)) * (s / _norm(s, dim))
 
 
 _SQUASH_WRONG = (

@@ -124,21 +124,6 @@ def _ref_detached(votes, iterations):
     return dynamic_routing(votes, iterations, detach_couplings=True).poses
 
 
-def _stand_in_routing(votes, iterations=3, detach=True):
-    """03.detached_routing in plain torch (Sabour's routing, the couplings constants of the backward pass when
-    ``detach``): where the student's ``routing`` does not pass, 03's mini-experiment runs with this in its place
-    (``Task.stand_in``), so one mistake costs one task."""
-    logits = torch.zeros(votes.shape[:3], dtype=votes.dtype)
-    for _ in range(iterations):
-        c = torch.softmax(logits, dim=-1)
-        c = c.detach() if detach else c
-        s = (c.unsqueeze(-1) * votes).sum(dim=1)
-        n2 = (s * s).sum(dim=-1, keepdim=True)
-        v = n2 / (1 + n2) * s / torch.sqrt(n2 + 1e-16)
-        logits = logits + (votes * v.unsqueeze(1)).sum(dim=-1)
-    return v
-
-
 def _detached_cases() -> list:
     g = generator(303)
     return [
@@ -163,6 +148,13 @@ def _plain_routing(votes, iterations, cut=None, dim=-1, extra=0):
         v = squash((c.unsqueeze(-1) * votes).sum(dim=1))
         b = b + (votes * (v.detach() if cut == "poses" else v).unsqueeze(1)).sum(dim=-1)
     return v
+
+
+def _stand_in_routing(votes, iterations=3, detach=True):
+    """03.detached_routing without its answers (:func:`_plain_routing`, the couplings cut when ``detach``): where the
+    student's ``routing`` does not pass, 03's mini-experiment runs with this in its place (``Task.stand_in``), so one
+    mistake costs one task."""
+    return _plain_routing(votes, iterations, cut="couplings" if detach else None)
 
 
 _DETACHED_WRONG = (
