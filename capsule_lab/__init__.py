@@ -37,6 +37,8 @@ module                     concept                                              
                            results
 ``profiles``               quick and full settings, per chapter too; seeds, threads, device          01–08
 ``tolerance``              a number from training checked within its stated band (``expect``)        02–07
+``rem``                    routing entropy minimisation: quantised couplings, parse-tree             05
+                           dictionaries, their entropy; magnitude pruning; the coupling saliency
 ``stats``                  the tests every verdict uses: paired t over seeds, exact and pooled        04–08
                            McNemar over test images, equivalence (TOST), Holm's correction, the
                            binomial standard error; a claim's verdict (supported, contradicted,
@@ -52,19 +54,19 @@ module                     concept                                              
                            dead capsules, per-capsule gradient norms
 ``depth_study``            chapter 04's experiment: deep CapsNets trained over depths × routings,    04
                            and the paper's claims tested on the shipped runs
-``rem``                    routing entropy minimisation: quantised couplings, parse-tree             05
-                           dictionaries, their entropy; magnitude pruning; the coupling saliency
 ``saliency``               Grad-CAM (Captum) beside the coupling saliency, and how much they agree   05
 ``rem_study``              chapter 05's experiment: a CapsNet trained dense (Q) and pruned (REM)     05
 ``ladder_study``           chapter 06's experiment: L-CapsNets over K against a CapsNet on expanded  06
                            and affine digits, and the paper's claims tested on the longer run
 ``learned_routing_study``  chapter 07's experiment: one network trained with dynamic, similarity     07
                            and connectionist routing on MNIST and Fashion-MNIST
-``figures``                pictures by concept: ``routing``, ``capsnet``, ``gradients``,             01–08
-                           ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``,
+``figures``                one module per chapter's pictures, taking plain data, never a study:      01–08
+                           ``routing``, ``capsnet``, ``gradients``, ``dead_capsules``, ``depth``,
+                           ``pruning``, ``dictionary``, ``parse_trees``, ``saliency``,
+                           ``geometry``, ``ladder``, ``step_times``, ``learned_routing``,
                            ``router_bench``; the style (a colour-blind-safe palette, a marker and a
                            line style per series) and each figure's alt text and caption
-                           (``describe``)
+                           (``attach_description``)
 ``widgets``                interactive explorers by concept: ``routing``, ``poses``, ``gradients``,  02–07
                            ``parse_tree``, ``rem``, ``ladder``, ``learned_routing``; each has a
                            static figure for the book

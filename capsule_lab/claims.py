@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from . import stats
+from .rem import entropy_ceiling
 from ._checks import check_one_of
 
 __all__ = ["Measure", "MEASURES", "ACCURACY_MARGIN", "AFFINE_MARGIN", "ENTROPY_MARGIN", "TIME_MARGIN", "SHARE_MARGIN",
@@ -125,17 +126,6 @@ class ClaimRow:
     claim: Claim
     verdict: stats.Verdict
     mcnemar: stats.McNemar | None
-
-
-def entropy_ceiling(labels) -> float:
-    """The parse-tree entropy's ceiling on a test set with these ``labels`` (a 1-D tensor or sequence of class
-    indices): the mean over classes of log₂(images of the class), reached when every image has its own parse tree.
-    Chapter 08."""
-    labels = [int(x) for x in (labels.tolist() if hasattr(labels, "tolist") else labels)]
-    if not labels:
-        raise ValueError("labels must be the test set's class indices, got none")
-    counts = [labels.count(c) for c in sorted(set(labels))]
-    return sum(math.log2(n) for n in counts) / len(counts)
 
 
 def _untestable(claim: Claim, by_router: dict, seeds: list, ceiling) -> list:

@@ -16,17 +16,17 @@
     capsule-lab bench steps [--profile quick|full] [--device D] [--repeats N] [--batch B]
                                                     time training steps, ladder vs CapsNet r = 3, 4, 5,
                                                     print JSON (chapter 06)
-    capsule-lab bench routers [--profile quick|full] [--seeds N] [--routers NAME...] [--out FILE]
-                              [--cache DIR | --no-cache] [--device D] [--no-memory]
+    capsule-lab bench routers [--profile quick|full] [--seeds N] [--routers NAME...] [--router MODULE:NAME]
+                              [--out FILE] [--cache DIR | --no-cache] [--device D] [--no-memory]
                                                     train and measure every router on one backbone,
                                                     records cached; JSON + CSV (chapter 08)
     capsule-lab smoke [--profile quick|full] [--chapters NN...] [--device auto|cpu|cuda] [--batch N]
-                      [--source offline|torchvision|auto]
+                      [--source offline|torchvision|auto] [--router MODULE:NAME]
                                                     every chapter's networks and data pipeline: two
                                                     training steps and one evaluation batch each, one
                                                     line per network; exit 1 if any failed (chapter 08)
     capsule-lab smoke --epoch [--profile full] [--chapters NN...] [--train-size N] [--test-size N]
-                      [--repeats N] [--out FILE]
+                      [--repeats N] [--out FILE] [--router MODULE:NAME]
                                                     one timed epoch of each chapter's main network:
                                                     seconds per epoch, peak GPU memory, test accuracy
                                                     after it, as JSON (book/setup.md; run it on a GPU)
@@ -81,7 +81,7 @@ def _assign_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assign(args: argparse.Namespace) -> int:
-    from .grading.assign import assign, out_of_date  # heavy: imported by the command that needs it
+    from .grading.notebooks.assign import assign, out_of_date  # heavy: imported by the command that needs it
 
     if args.check:
         stale = out_of_date(args.solutions, args.exercises)
@@ -170,7 +170,7 @@ def _print_report(r: dict, width: int) -> None:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grading.batch import default_jobs, grade_batch, parse_shard  # heavy: imported by the command that needs it
+    from .grading.notebooks.batch import default_jobs, grade_batch, parse_shard  # heavy: imported by this command
 
     if args.timeout <= 0:
         raise ValueError("--timeout must be a positive number of seconds")
@@ -235,7 +235,7 @@ def _grade_merge_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _grade_merge(args: argparse.Namespace) -> int:
-    from .grading.batch import merge_reports  # heavy: imported by the command that needs it
+    from .grading.notebooks.folder import merge_reports  # heavy: imported by the command that needs it
 
     reports = merge_reports(args.folders, args.out)
     print(f"{len(reports)} report(s) from {len(args.folders)} folder(s): {Path(args.out) / 'grades.csv'}")
@@ -264,7 +264,11 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=None, metavar="N",
                    help="routers: seeds 0 … N-1 (default: the profile's)")
     p.add_argument("--routers", nargs="+", default=None, metavar="NAME",
-                   help="routers: which (default: all; names as in capsule_lab.profiles.ROUTERS_08)")
+                   help="routers: which (default: all; names as in capsule_lab.profiles.ROUTERS_08, or any "
+                        "registered kind of router)")
+    p.add_argument("--router", action="append", default=None, metavar="MODULE:NAME",
+                   help="routers: a router of your own, imported from MODULE (a Router subclass or a builder NAME, or "
+                        "a kind MODULE registers); repeatable; with it alone, only these routers run")
     p.add_argument("--out", default="router_bench.json",
                    help="routers: the JSON file of records; the CSV goes beside it (default: router_bench.json)")
     p.add_argument("--cache", default=None,
@@ -290,6 +294,7 @@ def _bench_routers(args: argparse.Namespace) -> int:
 
     from .profiles import chapter_settings, get_profile
     from .router_bench import default_cache, run_router_bench, summarize_records, write_results
+    from .routing import import_router
 
     profile = get_profile(args.profile, args.device)     # the chapter's precision: mixed on CUDA in the full profile
     settings = chapter_settings("08", profile)
@@ -297,7 +302,10 @@ def _bench_routers(args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds must be a positive integer, got {args.seeds}")
     seeds = tuple(range(args.seeds)) if args.seeds is not None else None
     cache = None if args.no_cache else (args.cache or default_cache())
-    records = run_router_bench(settings, args.routers, seeds, cache=cache, device=profile.device, amp=profile.amp,
+    routers = args.routers
+    if args.router:
+        routers = [*(routers or ()), *(import_router(reference) for reference in args.router)]
+    records = run_router_bench(settings, routers, seeds, cache=cache, device=profile.device, amp=profile.amp,
                                memory=not args.no_memory)
     json_path, csv_path = write_results(records, args.out)
     summary = {name: {k: (v[0] if isinstance(v, tuple) else v) for k, v in row.items()}
@@ -330,6 +338,17 @@ def _smoke_arguments(p: argparse.ArgumentParser) -> None:
                    help="--epoch: test images the accuracy is measured on (default: the profile's)")
     p.add_argument("--repeats", type=int, default=5, help="--epoch: timed training steps, after one warm-up")
     p.add_argument("--out", default=None, help="--epoch: also write the JSON report to this file")
+    p.add_argument("--router", action="append", default=None, metavar="MODULE:NAME",
+                   help="run this router (a registered kind, or MODULE:NAME of your own) in the chapters that compare "
+                        "routers (07, 08) instead of theirs; repeatable")
+
+
+def _routers(args: argparse.Namespace):
+    """The routers ``--router`` names, each imported and registered (:func:`capsule_lab.routing.import_router`)."""
+    if not args.router:
+        return None
+    from .routing import import_router
+    return [import_router(r) if ":" in r else r for r in args.router]
 
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -340,7 +359,8 @@ def _smoke(args: argparse.Namespace) -> int:
     if args.epoch:
         return _smoke_epoch(args)
     start = time.perf_counter()
-    results = smoke(args.chapters, args.profile, args.device, args.batch, args.source, progress=True)
+    results = smoke(args.chapters, args.profile, args.device, args.batch, args.source, progress=True,
+                    routers=_routers(args))
     failed = [r for r in results if not r.ok]
     print(f"{len(results)} network(s) in {time.perf_counter() - start:.1f} s, {len(failed)} failed")
     if failed:
@@ -360,7 +380,7 @@ def _smoke_epoch(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with redirect_stdout(sys.stderr):                       # the progress lines; stdout holds the JSON alone
         results = time_epochs(args.chapters, args.profile, args.device, args.source, args.train_size,
-                              args.test_size, args.repeats, progress=True)
+                              args.test_size, args.repeats, progress=True, routers=_routers(args))
     report = epoch_report(results, args.profile, "capsule-lab smoke " + " ".join(args.argv),
                           time.perf_counter() - start)
     text = json.dumps(report, indent=1)

@@ -31,9 +31,10 @@ dot product of W_ijᵀ v_j with u_i (B·I·J·D_in multiply-adds, D times fewer 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import multiprocessing as mp
-import os
 import platform
 import statistics
 import time
@@ -151,29 +152,43 @@ def _routing_pass(impl: str, shape, device="cpu") -> Callable[[], None]:
     return lambda: _forward_backward(impl, u, W, shape[-1])
 
 
-def _peak_memory_child(make_step, args, queue):  # runs in a fresh process: its peak resident set
-    torch.set_num_threads(1)
-    step = make_step(*args, device="cpu")
-    step()                                              # warm-up: thread pools, allocator, an optimiser's state
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")                                    # reset the peak resident set (VmHWM) to the current one
-    before = _status_kib("VmRSS")
-    step()
-    queue.put((_status_kib("VmHWM") - before) * 1024)
+_M_MMAP_THRESHOLD = -3                  # mallopt's parameter number for the mmap threshold (glibc's malloc.h)
 
 
-def peak_memory(make_step: Callable[..., Callable[[], object]], args: tuple = (), device="cpu") -> int | None:
+def _peak_memory_child(make_step, args, pipe):  # runs in a forked process: its peak resident set
+    try:
+        torch.set_num_threads(1)
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, 65536)
+        libc.malloc_trim(0)             # the parent's freed heap leaves residence, so reusing it counts as new memory
+        step = make_step(*args, device="cpu")
+        step()                                          # warm-up: thread pools, allocator, an optimiser's state
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                # reset the peak resident set (VmHWM) to the current one
+        before = _status_kib("VmRSS")
+        step()
+        pipe.send(("ok", (_status_kib("VmHWM") - before) * 1024))
+    except BaseException as err:                        # noqa: BLE001 — the reason travels to the parent
+        pipe.send(("error", f"{type(err).__name__}: {err}"))
+    finally:
+        pipe.close()
+
+
+def peak_memory(make_step: Callable[..., Callable[[], object]], args: tuple = (), device="cpu",
+                timeout: float = 600) -> int | None:
     """Peak memory in bytes of one call of ``step = make_step(*args, device=device)``, beyond what was resident before
     it, after one warm-up call (both benches' memory measure: a routing pass here, a training step in
     :mod:`capsule_lab.router_bench`).
 
-    CUDA: ``torch.cuda.max_memory_allocated`` minus what was allocated before the call. CPU (Linux): in a fresh
+    CUDA: ``torch.cuda.max_memory_allocated`` minus what was allocated before the call. CPU (Linux): in a forked
     process with one thread, the peak resident set size (``VmHWM``, reset through ``/proc/self/clear_refs``) minus
-    the resident size before the call, with glibc's mmap threshold fixed at 64 KiB (glibc would otherwise serve a
-    freed block's size from its heap the next time, so the second call's tensors would reuse memory the warm-up
-    left resident and its peak would not show; fixed, every block of 64 KiB or more is mapped on allocation and
-    returned on free). ``make_step`` and ``args`` travel to that process, so ``make_step`` must be a module-level
-    function. None on a CPU elsewhere than Linux. Chapters 02 and 08.
+    the resident size before the call, with glibc's mmap threshold fixed at 64 KiB (``mallopt``: glibc would otherwise
+    serve a freed block's size from its heap the next time, so the second call's tensors would reuse memory the
+    warm-up left resident and its peak would not show; fixed, every block of 64 KiB or more is mapped on allocation
+    and returned on free). The process is forked, not spawned: ``make_step`` and ``args`` need not travel by pickle (a
+    router written in a notebook or a plain script is measured too), and a script is never imported again. None on a
+    CPU elsewhere than Linux. ``RuntimeError`` with the child's reason when the step fails there, or after
+    ``timeout`` seconds. Chapters 02 and 08.
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -187,23 +202,22 @@ def peak_memory(make_step: Callable[..., Callable[[], object]], args: tuple = ()
         return torch.cuda.max_memory_allocated(device) - base
     if platform.system() != "Linux":
         return None
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_peak_memory_child, args=(make_step, args, queue))
-    saved = os.environ.get("MALLOC_MMAP_THRESHOLD_")
-    os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"       # read by the child's glibc when it starts
+    ctx = mp.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_peak_memory_child, args=(make_step, args, send))
+    child.start()
+    send.close()
     try:
-        child.start()
-    finally:
-        if saved is None:
-            del os.environ["MALLOC_MMAP_THRESHOLD_"]
-        else:
-            os.environ["MALLOC_MMAP_THRESHOLD_"] = saved
-    child.join(timeout=600)
-    if child.exitcode != 0 or queue.empty():
+        message = receive.recv() if receive.poll(timeout) else ("error", f"no answer within {timeout} s")
+    except EOFError:
+        message = ("error", "the process ended without an answer")
+    child.join(timeout=10)
+    if child.is_alive():
         child.kill()
-        raise RuntimeError(f"measuring peak memory failed in its process (exit code {child.exitcode})")
-    return int(queue.get())
+        child.join()
+    if message[0] != "ok":
+        raise RuntimeError(f"measuring peak memory failed in its process (exit code {child.exitcode}): {message[1]}")
+    return int(message[1])
 
 
 def bench_routing(device=None, repeats: int = 5, shapes=("sabour", "slim"), measure_memory: bool = True) -> dict:
@@ -372,32 +386,12 @@ def bench_steps(profile: str = "quick", device=None, repeats: int = 5, batch: in
     return report
 
 
-def _prefixes(model: torch.nn.Module, images: torch.Tensor) -> list:
-    """The stages of ``model``'s forward pass as cumulative prefixes ``[(stage, forward of the prefix), …]``: each
-    function runs the network up to the end of its stage and returns what is there."""
-    from .models import CapsNet, LadderCapsNet
-
-    def convolutions():
-        return model.primary(torch.relu(model.conv(images)))
-
-    if isinstance(model, CapsNet):
-        r = model.router.iterations
-        routing = (f"routing ({r} iterations)", lambda: model.digits(convolutions()).poses)
-        layer = model.digits
-        with torch.no_grad():                           # does the layer route vote-free? (its router may not know how)
-            fused = (layer.vote_free and layer.vote_form == "plain" and layer.router.route_weights(
-                model.primary(torch.relu(model.conv(images[:1]))), layer.weight) is not None)
-        if fused:                                                               # the votes are never formed
-            return [("convolutions", convolutions), (f"votes and routing, vote-free ({r} iterations)", routing[1])]
-        return [("convolutions", convolutions), ("votes", lambda: model.digits.votes(convolutions())), routing]
-    if isinstance(model, LadderCapsNet):
-        def weights():
-            pruned = model.pruning(convolutions())
-            return (pruned.selected, *model.ladder.weights(pruned.code))
-
-        return [("convolutions", convolutions), ("pruning and the weight networks of c", weights),
-                ("eqs. 1-4", lambda: model(images).activities)]
-    raise ValueError(f"model must be a CapsNet or a LadderCapsNet, got {type(model).__name__}")
+def _stages(model, images: torch.Tensor) -> list:
+    """The network's own stages of its forward pass (:meth:`~capsule_lab.models.CapsuleNetwork.stages`)."""
+    if not callable(getattr(model, "stages", None)):
+        raise ValueError(f"model must be a capsule_lab.models.CapsuleNetwork (which cuts its forward pass into stages), "
+                         f"got {type(model).__name__}")
+    return model.stages(images)
 
 
 def stage_flops(model: torch.nn.Module, images: torch.Tensor) -> dict:
@@ -411,7 +405,7 @@ def stage_flops(model: torch.nn.Module, images: torch.Tensor) -> dict:
 
     if not isinstance(images, torch.Tensor) or images.dim() != 4:
         raise ValueError(f"images must be a tensor (B, C, H, W), got {getattr(images, 'shape', type(images).__name__)}")
-    prefixes = _prefixes(model, images)
+    prefixes = _stages(model, images)
     totals = []
     for _, forward in prefixes:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
@@ -448,7 +442,7 @@ def step_breakdown(model: torch.nn.Module, images: torch.Tensor, labels: torch.T
             sum(t.sum() for t in (out if isinstance(out, tuple) else (out,))).backward()
         return run
 
-    seconds = [time_median(forward_backward(f), repeats, warmup, _sync(device)) for _, f in _prefixes(model, images)]
+    seconds = [time_median(forward_backward(f), repeats, warmup, _sync(device)) for _, f in _stages(model, images)]
     step = time_median(training_step(model, images, labels), repeats, warmup, _sync(device))
     seconds.append(step)
     names = [*flops, "loss and Adam"]

@@ -26,13 +26,13 @@ from typing import NamedTuple, Optional
 import torch
 from torch.utils.data import Dataset
 
-from ._checks import check_one_of, check_positive_int
+from ._checks import check_positive_int
 from .claims import Claim, claim_verdicts
 from .data import affine_test_set, load_dataset
 from .diagnostics import CapsuleRecord, GradientTracker, collect_capsules, layer_table
 from .models import DeepCapsNet, DeepCapsNetConfig
 from .profiles import DepthStudySettings
-from .routing import RouterSpec
+from .routing import RouterSpec, router_kind
 from .study import RESULTS, shipped_results
 from .training import History, fit
 
@@ -41,6 +41,10 @@ __all__ = ["ROUTINGS", "DepthRun", "depth_study_data", "routing_spec", "train_de
 
 #: The routings the study compares, Mitterreiter et al.'s routing by agreement (the settings' router) and uniform.
 ROUTINGS = ("dynamic", "uniform")
+#: The paper's name of a routing where it has one of its own (Mitterreiter et al.'s "RBA"); else its kind's name.
+LABELS = {"dynamic": "RBA"}
+#: The routings whose every hidden layer's dead rate is a record of its own (the paper's per-layer claims read RBA's).
+LAYER_RECORDS = ("dynamic",)
 
 
 class DepthRun(NamedTuple):
@@ -77,15 +81,20 @@ def depth_study_data(settings: DepthStudySettings, source: str = "offline") -> t
 
 
 def routing_spec(settings: DepthStudySettings, routing: str, **changes) -> RouterSpec:
-    """The router spec of the study's ``routing`` (:data:`ROUTINGS`): ``"dynamic"`` is the settings' network's own
-    (routing by agreement from learned priors), ``"uniform"`` is c = 1/J. ``changes``: fields of the dynamic spec
-    (``iterations``, ``prior_std``; the search's overrides). Chapter 04.
+    """The router spec of ``routing``, a registered kind (the study's: :data:`ROUTINGS`): the settings' network's own
+    spec when it is of that kind (``"dynamic"``: routing by agreement from learned priors), else the kind's default
+    spec (``"uniform"``: c = 1/J). ``changes``: fields of the spec (``iterations``, ``prior_std``; the search's
+    overrides); one the kind does not read, set to another value than the spec's, is an error. Chapter 04.
     """
     _check_settings(settings)
-    check_one_of(routing, ROUTINGS, "routing")
-    if routing == "uniform":
-        return RouterSpec("uniform")
-    return replace(settings.config.router, **changes)
+    kind = router_kind(routing)
+    own = settings.config.router
+    spec = own if routing == own.kind else RouterSpec(routing)
+    read = set(kind.options) | ({"iterations"} if kind.iterations is not None else set())
+    unread = sorted(k for k, v in changes.items() if k not in read and getattr(spec, k, v) != v)
+    if unread:
+        raise ValueError(f"{routing} routing has no {' or '.join(unread)} to change, got {changes!r}")
+    return replace(spec, **{k: v for k, v in changes.items() if k in read})
 
 
 def train_depth_run(settings: DepthStudySettings, depth: int, routing: str, seed: int, train: Dataset,
@@ -112,9 +121,7 @@ def train_depth_run(settings: DepthStudySettings, depth: int, routing: str, seed
                          f"routing are arguments of their own), got {config!r}")
     config = dict(config or {})
     router = {k: config.pop(k) for k in ("iterations", "prior_std") if k in config}
-    if routing == "uniform" and any(router.get(k, v) != v for k, v in (("iterations", 3), ("prior_std", 0.0))):
-        raise ValueError(f"uniform routing has no iterations or priors to change, got {router!r}")
-    spec = routing_spec(settings, routing, **({} if routing == "uniform" else router))
+    spec = routing_spec(settings, routing, **router)
     net_config = replace(settings.config, routing_layers=depth, router=spec, **config)
     schedule = replace(settings.schedule, **{k: v for k, v in (("optimizer", optimizer), ("momentum", momentum))
                                              if v is not None})
@@ -171,8 +178,8 @@ def shipped_runs(name: str = "dead_capsule_runs.json") -> dict:
 def run_name(routing: str, depth: int, layer: Optional[int] = None) -> str:
     """The name a verdict table gives a shipped network (or one of its layers): ``"RBA, 4 routing layers"``,
     ``"uniform, 4 routing layers"``, ``"RBA, 4 routing layers, layer 2"``. Chapter 04."""
-    check_one_of(routing, ROUTINGS, "routing")
-    name = f"{'RBA' if routing == 'dynamic' else 'uniform'}, {check_positive_int(depth, 'depth')} routing layers"
+    router_kind(routing)
+    name = f"{LABELS.get(routing, routing)}, {check_positive_int(depth, 'depth')} routing layers"
     return name if layer is None else f"{name}, layer {check_positive_int(layer, 'layer')}"
 
 
@@ -204,6 +211,9 @@ _DEPTH_4_CLAIMS = (
           run_name("uniform", 4), run_name("dynamic", 4), "dead_rate", "better",
           f"nothing but the routing: {_SAME}", origin="course"),
 )
+#: The 6-layer RBA networks: a 4-layer claim that names them already has no 6-layer twin.
+_RBA_6 = run_name("dynamic", 6)
+
 #: Chapter 04's verdict table: Mitterreiter et al.'s claims (Results, beside their Table 2) that the shipped runs
 #: (section 4's setting that kills capsules) can test, each tested on :func:`depth_claim_records` by
 #: :func:`depth_verdicts`. The last three ask the 4-layer questions again with 6 routing layers: they were added
@@ -214,7 +224,7 @@ DEPTH_CLAIMS = _DEPTH_4_CLAIMS + tuple(
             " (asked after the 4-layer networks did not converge)",
             a=claim.a.replace(", 4 routing layers", ", 6 routing layers"),
             b=claim.b.replace(", 4 routing layers", ", 6 routing layers"))
-    for claim in _DEPTH_4_CLAIMS if run_name("dynamic", 6) not in (claim.a, claim.b))
+    for claim in _DEPTH_4_CLAIMS if _RBA_6 not in (claim.a, claim.b))
 
 
 def depth_claim_records(shipped: Optional[dict] = None) -> list:
@@ -234,7 +244,7 @@ def depth_claim_records(shipped: Optional[dict] = None) -> list:
         records.append({"router": run_name(run["routing"], run["depth"]), **common,
                         "dead_rate": hidden_dead_rate(run["table"]),
                         **({"correct": run["correct"]} if "correct" in run else {})})
-        if run["routing"] == "dynamic":
+        if run["routing"] in LAYER_RECORDS:
             records += [{"router": run_name("dynamic", run["depth"], row["layer"]), **common, "dead_rate": row["cdr"]}
                         for row in run["table"]]
     return records

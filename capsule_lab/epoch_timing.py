@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import math
 import platform
-import re
-import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
@@ -40,20 +38,16 @@ from ._checks import check_positive_int
 from .cost import training_step_seconds
 from .data import expanded_mnist, load_dataset
 from .profiles import PROFILES
-from .smoke import CHAPTERS, STUDIES, SmokeNetwork, _check_chapter, _check_profile, _device, resolve_source
+from .smoke import (CHAPTERS, ROUTER_CHAPTERS, STUDIES, SmokeNetwork, _check_chapter, _check_profile, _device,
+                    chapter_settings_with, resolve_source)
 from .training import evaluate, fit
 
-__all__ = ["EPOCH_IMAGES", "MAIN_NETWORKS", "EpochResult", "main_network", "chapter_images", "epoch_data",
+__all__ = ["EPOCH_IMAGES", "EpochResult", "main_network", "chapter_images", "epoch_data",
            "time_epoch", "time_epochs", "epoch_report"]
 
 #: The images of an epoch that ``seconds_per_60000`` is counted for: MNIST's (and Fashion-MNIST's) training set.
 EPOCH_IMAGES = 60000
 
-#: A pattern per chapter that the name of its main network in the chapter's study matches whole (the first that
-#: does), in either profile: the network the chapter's questions turn on (dynamic routing where it compares routers).
-MAIN_NETWORKS = {"02": r"CapsNet", "03": r"CapsNet full", "04": r"DeepCapsNet depth \d+ dynamic",
-                 "05": r"Q \(dense\)", "06": r"L-CapsNet K=\d+", "07": r"\w*CapsNet dynamic",
-                 "08": r"bench dynamic r=3"}
 
 
 @dataclass(frozen=True)
@@ -80,14 +74,14 @@ class EpochResult:
     error: str = ""
 
 
-def main_network(chapter: str, profile: str = "full") -> SmokeNetwork:
-    """The main network of ``chapter``'s ``profile`` (:data:`MAIN_NETWORKS`) as its study builds it."""
+def main_network(chapter: str, profile: str = "full", routers=None) -> SmokeNetwork:
+    """The main network of ``chapter``'s ``profile`` as its study builds it: the one its study marks as the network
+    the chapter's questions turn on (:class:`~capsule_lab.smoke.SmokeNetwork`'s ``main``), else its first — with
+    ``routers`` (a chapter that compares routers, :func:`~capsule_lab.smoke.chapter_settings_with`), the first of
+    theirs."""
     study = STUDIES[_check_chapter(chapter)]
-    networks = study.networks(study.settings(_check_profile(profile)))
-    for network in networks:
-        if re.fullmatch(MAIN_NETWORKS[chapter], network.name):
-            return network
-    raise LookupError(f"chapter {chapter} trains no network whose name matches {MAIN_NETWORKS[chapter]!r}")
+    networks = study.networks(chapter_settings_with(chapter, profile, routers))
+    return next((network for network in networks if network.main), networks[0])
 
 
 def chapter_images(data: TensorDataset, shape: tuple) -> TensorDataset:
@@ -114,7 +108,7 @@ def epoch_data(chapter: str, profile: str = "full", source: str | None = None, t
         if size is not None:
             check_positive_int(size, name)
     dataset = main_network(chapter, profile).dataset
-    used, _ = resolve_source(dataset, source or study.source(profile))
+    used, _ = resolve_source(dataset, source or study.source(profile))       # every router of a study: the same data
     if used == "torchvision" or profile == "quick":      # the full sets, or the quick profile's own digits
         train, test = study.data(settings, dataset, used, train_size, test_size)
         return train, test, f"{dataset} ({used})"
@@ -134,11 +128,13 @@ def _peak_gb(device: torch.device) -> float | None:
 
 
 def time_epoch(chapter: str, profile: str = "full", device="auto", source: str | None = None,
-               train_size: int | None = None, test_size: int | None = None, repeats: int = 5) -> EpochResult:
+               train_size: int | None = None, test_size: int | None = None, repeats: int = 5,
+               routers=None) -> EpochResult:
     """Time one step and one epoch of ``chapter``'s main network and measure its accuracy after the epoch (see the
-    module docstring) → an :class:`EpochResult`. A failure is recorded in its ``error``, not raised, so that a run
-    over every chapter reports them all."""
-    network = main_network(chapter, profile)
+    module docstring) → an :class:`EpochResult`. ``routers``: in a chapter that compares routers, the main network
+    routed by the first of them instead (:func:`main_network`), a router of your own included. A failure is recorded
+    in its ``error``, not raised, so that a run over every chapter reports them all."""
+    network = main_network(chapter, profile, routers)
     check_positive_int(repeats, "repeats")
     device = _device(device)
     amp = PROFILES[profile].amp and device.type == "cuda"
@@ -181,15 +177,15 @@ def time_epoch(chapter: str, profile: str = "full", device="auto", source: str |
 
 def time_epochs(chapters=None, profile: str = "full", device="auto", source: str | None = None,
                 train_size: int | None = None, test_size: int | None = None, repeats: int = 5,
-                progress: bool = False) -> list:
-    """:func:`time_epoch` for each of ``chapters`` (default: 02–08) → the results in order; with ``progress`` each
-    is printed as one line as it comes."""
-    chapters = CHAPTERS if chapters is None else tuple(chapters)
+                progress: bool = False, routers=None) -> list:
+    """:func:`time_epoch` for each of ``chapters`` (default: 02–08; with ``routers``, the chapters that compare
+    routers) → the results in order; with ``progress`` each is printed as one line as it comes."""
+    chapters = (ROUTER_CHAPTERS if routers is not None else CHAPTERS) if chapters is None else tuple(chapters)
     for chapter in chapters:
         _check_chapter(chapter)
     results = []
     for chapter in chapters:
-        result = time_epoch(chapter, profile, device, source, train_size, test_size, repeats)
+        result = time_epoch(chapter, profile, device, source, train_size, test_size, repeats, routers)
         results.append(result)
         if progress:
             done = (f"{result.epoch_s} s an epoch of {result.train_images:,} images, test accuracy "

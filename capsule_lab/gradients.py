@@ -32,8 +32,7 @@ from ._checks import check_tensor
 from .capsules import margin_loss, squash, squash_exp
 from .models import CapsNetOutput, capsnet_loss
 from .modes import eval_mode
-from .routing import (DynamicRouter, UniformRouter, check_votes, coupling_polarisation, dynamic_routing,
-                      softmax_backward)
+from .routing import check_votes, coupling_polarisation, dynamic_routing, softmax_backward
 
 __all__ = [
     "softmax_jacobian",
@@ -216,14 +215,12 @@ def gradient_terms(grad: VoteGradient) -> dict:
 
 def _routing_of(router) -> tuple:
     """``(iterations, prior_logits, activation, pose_bias, term 2 in the gradient)`` of the Sabour router a network
-    routes with; uniform routing is one iteration from zero logits (c = 1/J, no term 2)."""
-    if isinstance(router, UniformRouter):
-        return 1, None, router.activation, router.pose_bias, True
-    if isinstance(router, DynamicRouter) and router.agreement_scale == 1:
-        detached = router.detach_couplings or router.detach_votes
-        return router.iterations, router.prior_logits, router.activation, router.pose_bias, not detached
-    raise ValueError(f"capsnet_gradient_terms needs a CapsNet routed by Sabour's routing (a DynamicRouter with an "
-                     f"unscaled update, its detached variant, or a UniformRouter), got {router!r}")
+    routes with (:meth:`~capsule_lab.routing.Router.sabour_form`; uniform routing is one iteration from zero logits)."""
+    form = router.sabour_form()
+    if form is None:
+        raise ValueError(f"capsnet_gradient_terms needs a CapsNet routed by Sabour's routing (a DynamicRouter with an "
+                         f"unscaled update, its detached variant, or a UniformRouter), got {router!r}")
+    return form
 
 
 def capsnet_gradient_terms(model, images: torch.Tensor, labels: torch.Tensor, loss_fn=None) -> dict:

@@ -68,8 +68,9 @@ class TrainedNetwork:
 
     @property
     def is_ladder(self) -> bool:
-        """True for an L-CapsNet, False for the dynamic-routing CapsNet."""
-        return isinstance(self.config, LadderCapsNetConfig)
+        """True for a network that does not route (the L-CapsNet: its pruning and ladder layers in place of routing),
+        False for the dynamic-routing CapsNet."""
+        return not self.config.router_layers()
 
     @property
     def affine_drop(self) -> float:
@@ -78,7 +79,7 @@ class TrainedNetwork:
 
     def model(self, device="cpu") -> torch.nn.Module:
         """A fresh copy of the trained network, in evaluation mode, on ``device``."""
-        net = LadderCapsNet(self.config) if self.is_ladder else CapsNet(self.config)
+        net = self.config.network()
         net.load_state_dict(self.state)
         return net.to(device).eval()
 
@@ -137,15 +138,11 @@ def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, 
     if not isinstance(data, tuple) or len(data) != 3:
         raise ValueError("data must be the (train, clean test, affine test) tuple of ladder_study_data")
     train, clean, affine = data
-    torch.manual_seed(seed)
-    if isinstance(config, LadderCapsNetConfig):
-        net = LadderCapsNet(config)
-        name = name or f"ladder K={config.k}"
-    elif isinstance(config, CapsNetConfig):
-        net = CapsNet(config)
-        name = name or f"capsnet r={net.router.iterations}"
-    else:
+    if not callable(getattr(config, "network", None)):
         raise ValueError(f"config must be a LadderCapsNetConfig or a CapsNetConfig, got {type(config).__name__}")
+    torch.manual_seed(seed)
+    net = config.network()
+    name = name or config.label
     history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
                   progress=progress)
     clean_correct, affine_correct = (_correct(net, d, device, amp) for d in (clean, affine))

@@ -16,7 +16,8 @@ that reads class lengths as scores (chapter 02's CapsNet) or chains layers by le
 
 With ``vote_free=True`` (the default) the layer asks its router for the vote-free form of the routing
 (:meth:`~capsule_lab.routing.Router.route_weights`, chapter 02's "Routing without votes"): dynamic routing
-computed from u and W without forming the B·I·J·D votes, the same result. Routers that have none route the votes.
+computed from u and W without forming the B·I·J·D votes, the same result. Routers that have none route the votes, as
+does a router a forward hook watches (:attr:`~capsule_lab.routing.Router.hooked`: quantised inference, a probe).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class CapsuleLayer(nn.Module):
         return capsule_votes(u, self.weight) if self.vote_form == "plain" else normalized_votes(u, self.weight)
 
     def forward(self, u: torch.Tensor, activations: Optional[torch.Tensor] = None) -> RoutingResult:
-        if self.vote_free and self.vote_form == "plain":
+        if self.vote_free and self.vote_form == "plain" and not self.router.hooked:
             fused = self.router.route_weights(u, self.weight)
             if fused is not None:
                 return fused

@@ -25,28 +25,27 @@ divided by its maximum (1 = uniform, 0 = every unit of coupling on one capsule) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
-import torch
 from torch.utils.data import Dataset
 
-from ._checks import check_one_of
 from .claims import Claim, claim_verdicts
 from .data import load_dataset
-from .models import CapsNet, ConvCapsNet, ConvCapsNetConfig, paper_routers
-from .profiles import ROUTERS_07, LearnedRoutingSettings
-from .routing import ConnectionistRouter, DynamicRouter, SimilarityRouter, coupling_polarisation
+from .models import CapsuleNetwork, built_routers
+from .profiles import ROUTERS_07, VOTES_07, LearnedRoutingSettings
+from .routing import RouterSpec, coupling_polarisation, router_kind
 from .study import same_start, shipped_results
 from .training import History, fit, outputs
 
-__all__ = ["ROUTERS", "VOTES", "RouterRun", "routing_study_data", "study_routers", "build_model", "class_layer_inputs",
+__all__ = ["ROUTERS", "VOTES", "RouterRun", "routing_study_data", "study_router_spec", "study_routers", "build_model", "class_layer_inputs",
            "measure_couplings", "train_router", "run_routing_study", "shipped_routing_runs",
            "LEARNED_CLAIMS", "learned_claim_records", "learned_verdicts"]
 
 #: The routers of the study, by name (:data:`capsule_lab.profiles.ROUTERS_07`).
 ROUTERS = ROUTERS_07
-#: The votes each router is given in Sabour's CapsNet, Sabour's W u or Faria's normalised votes (eq. 1).
-VOTES = {"dynamic": "plain", "similarity": "normalized", "connectionist": "normalized"}
+#: The votes each router is given in Sabour's CapsNet, Sabour's W u or Faria's normalised votes (eq. 1)
+#: (:data:`capsule_lab.profiles.VOTES_07`).
+VOTES = VOTES_07
 
 
 @dataclass
@@ -78,7 +77,7 @@ def _check_settings(settings) -> LearnedRoutingSettings:
 
 
 def _check_router(name) -> str:
-    return check_one_of(name, ROUTERS, "router")
+    return router_kind(name).name
 
 
 def routing_study_data(dataset: str, settings: LearnedRoutingSettings, source: str = "offline") -> tuple:
@@ -91,52 +90,63 @@ def routing_study_data(dataset: str, settings: LearnedRoutingSettings, source: s
             load_dataset(dataset, False, source, settings.test_size))
 
 
+def study_router_spec(name: str, settings: LearnedRoutingSettings):
+    """The router spec(s) for ``name`` under ``settings``: the registered kind ``name`` with the settings' iterations
+    and the sizes it reads (``kernels`` Gaussian kernels for similarity routing, an LSTM of ``lstm_hidden`` units for
+    connectionist routing); with ``settings.layer_sizes`` (the paper's network: Table 2's sizes), one spec per routing
+    layer with the paper's sizes (:meth:`~capsule_lab.routing.RouterSpec.per_layer`). Chapter 07.
+    """
+    settings = _check_settings(settings)
+    read = router_kind(name).options
+    sizes = {k: v for k, v in (("kernels", settings.kernels), ("lstm_hidden", settings.lstm_hidden)) if k in read}
+    spec = RouterSpec(name, settings.iterations, **sizes)
+    return spec.per_layer(settings.layer_sizes) if settings.layer_sizes else spec
+
+
 def study_routers(name: str, settings: LearnedRoutingSettings):
-    """The router(s) for ``name`` under ``settings``. For Sabour's CapsNet the class layer's router: a
-    :class:`~capsule_lab.routing.DynamicRouter` (r = 3), a :class:`~capsule_lab.routing.SimilarityRouter` or a
-    :class:`~capsule_lab.routing.ConnectionistRouter` with the settings' sizes and iterations. For the paper's network
-    (a :class:`~capsule_lab.models.ConvCapsNetConfig`): the tuple of its three layers' routers,
-    :func:`~capsule_lab.models.paper_routers` (Table 2's sizes). Chapter 07.
+    """The router(s) for ``name`` under ``settings``, built from :func:`study_router_spec` for the settings' network:
+    for Sabour's CapsNet the class layer's router (a :class:`~capsule_lab.routing.DynamicRouter` with r = 3, a
+    :class:`~capsule_lab.routing.SimilarityRouter` or a :class:`~capsule_lab.routing.ConnectionistRouter` with the
+    settings' sizes), for the paper's network the tuple of its three layers' routers (Table 2's sizes). Chapter 07.
     """
-    settings, name = _check_settings(settings), _check_router(name)
-    if isinstance(settings.capsnet, ConvCapsNetConfig):
-        return paper_routers(name, settings.iterations, settings.capsnet)
-    if name == "dynamic":
-        return DynamicRouter(3)
-    if name == "similarity":
-        return SimilarityRouter(kernels=settings.kernels, iterations=settings.iterations)
-    return ConnectionistRouter(settings.capsnet.class_dim, hidden=settings.lstm_hidden, iterations=settings.iterations)
+    settings = _check_settings(settings)
+    routers = built_routers(study_router_spec(name, settings), settings.capsnet.router_layers())
+    return routers[0] if len(routers) == 1 else tuple(routers)
 
 
-def build_model(name: str, settings: LearnedRoutingSettings, seed: int = 0) -> CapsNet | ConvCapsNet:
+def build_model(name: str, settings: LearnedRoutingSettings, seed: int = 0) -> CapsuleNetwork:
     """A fresh network with router ``name`` (:func:`study_routers`), made by :func:`capsule_lab.study.same_start`:
-    the network with Sabour's routing from ``seed`` first, then the routers and the network they route, which takes
-    its weights, so every router starts from the same convolutions and capsule weights. Chapter 07.
+    the network with Sabour's routing from ``seed`` first, then the routers (built before the network's own weights)
+    and the network they route, given the votes ``settings.votes`` names for the router, which takes the first one's
+    weights, so every router starts from the same convolutions and capsule weights. Chapter 07.
     """
-    settings, name = _check_settings(settings), _check_router(name)
+    settings = _check_settings(settings)
     config = settings.capsnet
-    if isinstance(config, ConvCapsNetConfig):
-        return same_start(seed, lambda: ConvCapsNet(config), lambda: ConvCapsNet(config, study_routers(name, settings)))
-    network = replace(config, votes=VOTES[name])
-    return same_start(seed, lambda: CapsNet(config), lambda: CapsNet(network, router=study_routers(name, settings)))
+    chooses = "votes" in {f.name for f in fields(config)}       # the paper's network has eq. 1's votes everywhere
+    network = replace(config, votes=settings.votes[name]) if chooses and name in settings.votes else config
+
+    def routed():                               # the routers first (their parameters drawn before the network's own)
+        routers = study_routers(name, settings)
+        return network.network(list(routers) if isinstance(routers, tuple) else routers)
+
+    return same_start(seed, config.network, routed)
 
 
 def class_layer_inputs(settings: LearnedRoutingSettings) -> int:
     """I, the number of capsules routed to the classes: Sabour's primary capsules, or the paper's network's last
     grid of capsules (144 on 28×28). Uniform couplings over the inputs are 1/I. Chapter 07.
     """
-    config = _check_settings(settings).capsnet
-    return config.class_inputs if isinstance(config, ConvCapsNetConfig) else config.primary_caps
+    return _check_settings(settings).capsnet.class_inputs
 
 
-def measure_couplings(model: CapsNet | ConvCapsNet, data: Dataset, batch_size: int = 500, device="cpu",
+def measure_couplings(model: CapsuleNetwork, data: Dataset, batch_size: int = 500, device="cpu",
                       amp: bool = False) -> tuple[float, float, float]:
     """One pass over ``data`` (a reduction of :func:`capsule_lab.training.outputs`): ``(accuracy, entropy,
     largest)`` — the accuracy, and the :func:`~capsule_lab.routing.coupling_polarisation` of the class layer's
     couplings along the axis its router normalises over, averaged over the images. Chapter 07.
     """
-    if not isinstance(model, (CapsNet, ConvCapsNet)):
-        raise ValueError(f"model must be a capsule_lab.models.CapsNet or ConvCapsNet, got {type(model).__name__}")
+    if not isinstance(model, CapsuleNetwork) or not model.routers():
+        raise ValueError(f"model must be a capsule_lab.models.CapsuleNetwork that routes, got {type(model).__name__}")
     axis = model.routers()[-1].normalize_over
     correct, entropy, largest, n = 0, 0.0, 0.0, 0
     for _, y, out in outputs(model, data, batch_size, device, amp):

@@ -20,14 +20,14 @@ import numpy as np
 import torch
 
 from ._checks import check_one_of
-from .models import CapsNetConfig, ConvCapsNetConfig, DeepCapsNetConfig, LadderCapsNetConfig
+from .models import PAPER_SIZES, CapsNetConfig, ConvCapsNetConfig, DeepCapsNetConfig, LadderCapsNetConfig
 from .models.capsnet import BackboneConfig
 from .routing import RouterSpec
 from .training import Schedule
 
 __all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup",
            "GradientStudySettings", "DepthStudySettings", "RemSettings", "LadderSettings",
-           "LearnedRoutingSettings", "RouterBenchSettings", "ROUTERS_07", "ROUTERS_08", "CHAPTER_SETTINGS",
+           "LearnedRoutingSettings", "RouterBenchSettings", "ROUTERS_07", "VOTES_07", "ROUTERS_08", "CHAPTER_SETTINGS",
            "chapter_settings"]
 
 
@@ -208,7 +208,13 @@ class LearnedRoutingSettings:
     kernels; an LSTM of ``lstm_hidden`` units) — the paper's network trains too slowly on a CPU for a minute's
     budget. Adam from ``lr`` with an exponential decay of ``lr_decay`` per epoch (the paper: Adam 3·10⁻³,
     exponential decay; its rate is not given). ``iterations``: r = 3 for dynamic routing, T = 3 for the learned
-    routers (the paper: "three iterations"). ``step_batches``: training steps timed per router.
+    routers (the paper: "three iterations"). ``step_batches``: training steps timed per router. ``routers`` are
+    registered kinds (:func:`~capsule_lab.routing.router_kinds`): any kind can join the study by its name. ``votes``:
+    the votes each router is given where the network forms either (``{router: "plain" | "normalized"}``; a router not
+    named gets the network's own); ``layer_sizes``: a paper's router sizes per routing layer, ``{option: (layer 0,
+    layer 1, …)}`` (:data:`~capsule_lab.models.PAPER_SIZES`), applied where a router's kind reads the option
+    (:meth:`~capsule_lab.routing.RouterSpec.per_layer`); empty: the settings' ``kernels`` and ``lstm_hidden``
+    everywhere.
     """
 
     capsnet: CapsNetConfig | ConvCapsNetConfig
@@ -221,6 +227,8 @@ class LearnedRoutingSettings:
     kernels: int = 10
     lstm_hidden: int = 16
     step_batches: int = 3
+    votes: dict = field(default_factory=dict)
+    layer_sizes: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -237,7 +245,8 @@ class RouterBenchSettings:
     chapter 05) after each of its first ``rem_rounds`` epochs and trains on after the last pruning. ``iterations``
     are the learned routers' T (chapter 07); ``kernels`` and ``lstm_hidden`` their sizes. The affine test set is the
     test images under seeded affine maps of strength ``affine_strength`` (chapter 04's generator). Timing: the median
-    of ``timing_repeats`` training steps and inference batches of ``batch_size`` images.
+    of ``timing_repeats`` training steps and inference batches of ``batch_size`` images. ``ladder_widths``: the hidden
+    widths of the ladder's networks f, f^reg and p (the slim ladder's), None for the paper's Table 1 layers.
     """
 
     capsnet: CapsNetConfig
@@ -255,6 +264,7 @@ class RouterBenchSettings:
     lstm_hidden: int = 16
     affine_strength: float = 1.0
     timing_repeats: int = 5
+    ladder_widths: tuple | None = (64, 32)
 
     def __post_init__(self):
         if self.capsnet.decoder:
@@ -269,6 +279,9 @@ class RouterBenchSettings:
 
 #: Chapter 07's routers, in the order its study trains and shows them.
 ROUTERS_07 = ("dynamic", "similarity", "connectionist")
+#: The votes each of chapter 07's routers gets in Sabour's CapsNet: Sabour's W u for dynamic routing, Faria's
+#: normalised votes (eq. 1) for the learned routers (in the paper's network every layer's votes are eq. 1's).
+VOTES_07 = {"dynamic": "plain", "similarity": "normalized", "connectionist": "normalized"}
 #: Chapter 08's routers, in the order the bench runs and the chapter shows them.
 ROUTERS_08 = ("dynamic r=1", "dynamic r=3", "dynamic r=5", "detached", "uniform", "rem-pruned", "ladder",
               "similarity", "connectionist", "self-attention", "dynamic r=3 normed", "ladder matched")
@@ -332,14 +345,15 @@ CHAPTER_SETTINGS = {
     "07": {
         "quick": LearnedRoutingSettings(CapsNetConfig.slim(decoder=False), ROUTERS_07, datasets=("mnist", "fashion"),
                                         train_size=2000, test_size=500,
-                                        schedule=Schedule(epochs=1, batch_size=64, lr=3e-3, lr_decay=0.9)),
+                                        schedule=Schedule(epochs=1, batch_size=64, lr=3e-3, lr_decay=0.9),
+                                        votes=VOTES_07),
         # Full: the paper's network (Table 1, Table 2's routers) on all 60k images of each dataset, 100 epochs as the
         # paper trains, Adam 3e-3 decayed by 0.96 per epoch and batch 64 (the rate and the batch are ours: 64 keeps
         # the LSTM router's states of 3 iterations within a 16 GB GPU).
         "full": LearnedRoutingSettings(ConvCapsNetConfig.paper(), ROUTERS_07, datasets=("mnist", "fashion"),
                                        train_size=None, test_size=None,
                                        schedule=Schedule(epochs=100, batch_size=64, lr=3e-3, lr_decay=0.96),
-                                       step_batches=20),
+                                       step_batches=20, layer_sizes=PAPER_SIZES),
     },
     # Quick: the slim CapsNet (144 primary capsules, no decoder) with every router on 6k MNIST digits, 3 epochs,
     # 3 seeds: about 15 minutes on 2 CPU cores (the LSTM router alone half of it), so the chapter reads the
@@ -355,7 +369,8 @@ CHAPTER_SETTINGS = {
         "full": RouterBenchSettings(CapsNetConfig.sabour(decoder=False), ROUTERS_08, dataset="mnist", train_size=None,
                                     test_size=None,
                                     schedule=Schedule(epochs=30, batch_size=128, lr=1e-3, lr_decay=0.96),
-                                    seeds=(0, 1, 2), ladder_k=70, rem_amount=0.2, rem_rounds=10, timing_repeats=20),
+                                    seeds=(0, 1, 2), ladder_k=70, rem_amount=0.2, rem_rounds=10, timing_repeats=20,
+                                    ladder_widths=None),
     },
 }
 

@@ -36,10 +36,10 @@ from torch.nn.utils import prune
 
 from ._checks import check_class_index, check_positive_int, check_tensor
 from .layers import CapsuleLayer
-from .routing import DynamicRouter
+from .routing import Router, RoutingResult, bin_centres
 from .routing.procedure import check_quantize_levels
 
-__all__ = ["quantize", "quantized_inference", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class",
+__all__ = ["quantize", "quantized_inference", "entropy_ceiling", "parse_tree_keys", "parse_tree_dictionary", "keys_per_class",
            "dictionary_entropy", "routing_entropy", "class_parse_tree", "coupling_saliency", "prunable_parameters",
            "global_magnitude_prune", "sparsity", "make_pruning_permanent", "snip_prune", "lobster_step"]
 
@@ -63,30 +63,58 @@ def quantize(c: torch.Tensor, levels: int = 11) -> torch.Tensor:
     return torch.round(c.detach() * (levels - 1)).long()
 
 
+def _quantised_step(levels: int):
+    """A forward hook that runs a router's last step again on its couplings' bin centres among ``levels`` levels."""
+    def hook(router: Router, args: tuple, kwargs: dict, result: RoutingResult) -> RoutingResult:
+        votes = args[0] if args else kwargs["votes"]
+        activations = args[1] if len(args) > 1 else kwargs.get("activations")
+        step = router.combine_votes(votes, bin_centres(result.couplings, levels), activations, result.state)
+        return step._replace(logits=result.logits, history=result.history)
+    return hook
+
+
 @contextmanager
 def quantized_inference(model: nn.Module, levels: int = 11):
-    """Inside the ``with``, every dynamic router of ``model`` routes its last iteration with the couplings replaced
-    by their bin centres among ``levels`` levels (:func:`capsule_lab.routing.bin_centres`): the REM paper's quantised
-    inference (§3.1.2; its code does the same before the weighted sum). The model's accuracy then depends on K,
-    the paper's Fig. 7; the earlier iterations, and so the couplings' levels, are those of ordinary inference.
-    Restores every router's setting on leaving, even after an error. Chapter 05.
+    """Inside the ``with``, every router of ``model`` routes its last step with the couplings replaced by their bin
+    centres among ``levels`` levels (:func:`capsule_lab.routing.bin_centres`): the REM paper's quantised inference
+    (§3.1.2; its code does the same before the weighted sum). The model's accuracy then depends on K, the paper's
+    Fig. 7; the earlier iterations, and so the couplings' levels, are those of ordinary inference.
+
+    Quantisation is a hook of the routing step, not of one router: each router's result is routed again by its
+    :meth:`~capsule_lab.routing.Router.combine_votes` (Sabour's ``squash(Σ_i c_ij û_{j|i} + b_j)`` for dynamic
+    routing, the same numbers its last iteration computes) on the quantised couplings, so any router whose result has
+    couplings runs quantised. While the hook is in place a layer routes the votes themselves (a hooked router is
+    never asked for its vote-free form). Removes every hook on leaving, even after an error. Chapter 05.
 
     ``with quantized_inference(model, 11): outputs = model(images)``
     """
     check_quantize_levels(levels)
     if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be an nn.Module with dynamic routers, got {type(model).__name__}")
-    routers = [m for m in model.modules() if isinstance(m, DynamicRouter)]
+        raise ValueError(f"model must be an nn.Module with routers, got {type(model).__name__}")
+    routers = [m for m in model.modules() if isinstance(m, Router)]
     if not routers:
-        raise ValueError("model has no DynamicRouter to quantise (quantised inference is defined for dynamic routing)")
-    saved = [r.quantize_levels for r in routers]
+        raise ValueError("model has no router to quantise (quantised inference acts on a router's couplings)")
+    handles = []
     try:
-        for r in routers:
-            r.quantize_levels = levels
+        for router in routers:
+            handles.append(router.register_forward_hook(_quantised_step(levels), with_kwargs=True))
         yield model
     finally:
-        for r, value in zip(routers, saved):
-            r.quantize_levels = value
+        for handle in handles:
+            handle.remove()
+
+
+def entropy_ceiling(classes) -> float:
+    """The most parse-tree entropy a set of images allows, keyed by ``classes`` (a 1-D tensor or sequence of class
+    indices, one per image: the predicted classes the trees are keyed by, or the labels where predictions were not
+    recorded): a class with n images has at most n keys, so H ≤ log₂ n (every image its own parse tree); the mean over
+    the classes present. The one ceiling of every entropy claim (chapters 04, 05 and 08). Chapter 05.
+    """
+    classes = [int(x) for x in (classes.tolist() if hasattr(classes, "tolist") else classes)]
+    if not classes:
+        raise ValueError("classes must hold one class index per image, got none")
+    counts = [classes.count(c) for c in sorted(set(classes))]
+    return sum(math.log2(n) for n in counts) / len(counts)
 
 
 def _check_couplings(couplings: torch.Tensor, predictions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,7 +22,6 @@ into the plain numbers the chapter's tables and verdicts read (and a longer run 
 from __future__ import annotations
 
 import copy
-import math
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -36,9 +35,9 @@ from ._checks import check_class_index, check_positive_int
 from .claims import Claim, claim_verdicts
 from .data import (AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SEED, affine_expanded_test_set, expanded_mnist,
                    load_dataset)
-from .models import CapsNet
+from .models import CapsNet, CapsuleNetwork
 from .profiles import RemSettings
-from .rem import (class_parse_tree, dictionary_entropy, global_magnitude_prune, keys_per_class, parse_tree_dictionary,
+from .rem import (class_parse_tree, dictionary_entropy, entropy_ceiling, global_magnitude_prune, keys_per_class, parse_tree_dictionary,
                   prunable_parameters, quantized_inference, snip_prune, sparsity)
 from .stats import correct_string
 from .study import shipped_results
@@ -126,8 +125,7 @@ class RoutingMeasure:
     def entropy_ceiling(self) -> float:
         """The most :meth:`entropy` these predictions allow: a class predicted for n_j images has at most n_j
         keys, so H_j ≤ log₂ n_j (every image its own parse tree); the mean over the predicted classes."""
-        counts = self.images_per_class().values()
-        return sum(math.log2(n) for n in counts) / len(counts)
+        return entropy_ceiling(self.predictions)
 
 
 @dataclass
@@ -216,7 +214,7 @@ def rem_affine_data(settings: RemSettings, source: str = "offline") -> Dataset:
     return affine_expanded_test_set(load_dataset("mnist", False, source, settings.test_size), seed=AFFINE_TEST_SEED)
 
 
-def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device=None, keep_couplings: bool = True,
+def measure_routing(model: CapsuleNetwork, data: Dataset, batch_size: int = 500, device=None, keep_couplings: bool = True,
                     amp: bool = False, quantize_levels: Optional[int] = None) -> RoutingMeasure:
     """Run ``model`` on ``data`` (a reduction of :func:`capsule_lab.training.outputs`: evaluation mode, no gradient,
     ``device``, ``amp``) and keep its accuracy, mean loss (the model's own: margin + reconstruction) and every image's
@@ -224,27 +222,30 @@ def measure_routing(model: CapsNet, data: Dataset, batch_size: int = 500, device
     ``keep_couplings=False`` the couplings are not kept (``couplings`` is None): enough for a validation loss. With
     ``quantize_levels`` K the model runs under :func:`capsule_lab.rem.quantized_inference` (the paper's Q and REM
     models: the last routing iteration with its couplings' bin centres), and the couplings kept are those centres.
-    Chapter 05.
+    Any capsule network whose last routing layer has couplings is measured (its own loss; the couplings it offers the
+    parse-tree measures as its router returned them, :class:`~capsule_lab.models.ParseTrees`' ``routed``). Chapter 05.
     """
-    if not isinstance(model, CapsNet):
-        raise ValueError(f"model must be a capsule_lab.models.CapsNet, got {type(model).__name__}")
-    couplings, predictions, labels, loss = [], [], [], 0.0
+    if not isinstance(model, CapsuleNetwork):
+        raise ValueError(f"model must be a capsule_lab.models.CapsuleNetwork, got {type(model).__name__}")
+    couplings, predictions, labels, loss, classes = [], [], [], 0.0, 0
     with quantized_inference(model, quantize_levels) if quantize_levels is not None else nullcontext():
         for x, y, out in outputs(model, data, batch_size, device, amp):
             loss += model.loss(out, x, y).item() * len(y)
             if keep_couplings:
-                couplings.append(out.couplings.float().cpu())
+                parse = model.parse_trees(out)
+                couplings.append((parse.couplings if parse.routed is None else parse.routed).float().cpu())
             predictions.append(out.scores.argmax(dim=1).cpu())
             labels.append(y.cpu())
+            classes = out.scores.shape[1]
     if not labels:
         raise ValueError("cannot measure on an empty dataset")
     predictions, labels = torch.cat(predictions), torch.cat(labels)
     return RoutingMeasure(accuracy=(predictions == labels).float().mean().item(), loss=loss / len(labels),
                           couplings=torch.cat(couplings) if keep_couplings else None, predictions=predictions,
-                          labels=labels, summary_classes=int(model.config.classes), quantized_levels=quantize_levels)
+                          labels=labels, summary_classes=int(classes), quantized_levels=quantize_levels)
 
 
-def accuracy_by_levels(model: CapsNet, data: Dataset, levels=(2, 3, 4, 6, 11, 21, 51, 101), batch_size: int = 500,
+def accuracy_by_levels(model: CapsuleNetwork, data: Dataset, levels=(2, 3, 4, 6, 11, 21, 51, 101), batch_size: int = 500,
                        device=None, amp: bool = False) -> dict:
     """``{K: accuracy}`` of ``model`` on ``data`` under quantised inference with K levels
     (:func:`measure_routing` with ``quantize_levels=K``), for every K in ``levels``: the accuracy half of the
@@ -586,3 +587,53 @@ def rem_verdicts(runs, levels: int = 11, claims=None, alpha: float = 0.05) -> li
         claims = tuple(c for c in REM_CLAIMS if c.a in held and c.b in held
                        and c.measure in held[c.a] and c.measure in held[c.b])
     return claim_verdicts(records, claims, alpha)
+
+
+# ---------------------------------------------------------------- plain data for chapter 05's figures and widget
+
+def epoch_curve(steps: list, levels: int = 11) -> dict:
+    """A run's steps (``RemRun.dense`` or ``RemRun.pruned``) as the plain numbers
+    :func:`capsule_lab.figures.pruning_curve_figure` and :func:`capsule_lab.figures.entropy_accuracy_figure` draw:
+    ``{"levels": K, "epoch", "accuracy", "entropy", "sparsity": one value per step}`` — the test measure's accuracy
+    (a share) and mean parse-tree entropy at ``levels`` (bits; the model as it is, :attr:`Step.test`), and the
+    overall sparsity (a share). Chapter 05."""
+    if not isinstance(steps, (list, tuple)) or not steps or not all(isinstance(s, Step) for s in steps):
+        raise ValueError("steps must be a non-empty list of capsule_lab.rem_study.Step, as RemRun.pruned holds")
+    check_positive_int(levels, "levels", minimum=2)
+    return {"levels": levels, "epoch": [s.epoch for s in steps], "accuracy": [s.test.accuracy for s in steps],
+            "entropy": [s.test.entropy(levels) for s in steps], "sparsity": [s.sparsity["overall"] for s in steps]}
+
+
+def class_trees(measure: RoutingMeasure, levels: int = 11) -> dict:
+    """A measure's parse trees as the plain arrays :func:`capsule_lab.figures.parse_tree_graph_figure` draws:
+    ``{"levels": K, "trees": (J, I), "predictions": (N,)}`` — every class's parse tree at ``levels``
+    (:meth:`RoutingMeasure.class_tree`, zeros for a class never predicted) and every image's predicted class.
+    Chapter 05."""
+    if not isinstance(measure, RoutingMeasure):
+        raise ValueError(f"measure must be a capsule_lab.rem_study.RoutingMeasure, got {type(measure).__name__}")
+    check_positive_int(levels, "levels", minimum=2)
+    return {"levels": levels,
+            "trees": torch.stack([measure.class_tree(j, levels) for j in range(measure.classes)]).numpy(),
+            "predictions": measure.predictions.numpy()}
+
+
+def _step_numbers(step: Step, levels: int) -> dict:
+    numbers = _parse_tree_numbers(step.test, levels)
+    return {"epoch": step.epoch, "sparsity": step.sparsity["overall"], "accuracy": numbers["accuracy"],
+            "entropy": numbers["entropy"], "mean_keys": numbers["keys"]}
+
+
+def pruning_explorer_run(run: RemRun, levels: int = 11) -> dict:
+    """A run as the plain data the pruning explorer draws (:func:`capsule_lab.widgets.pruning_explorer`,
+    :func:`capsule_lab.figures.pruning_explorer_figure`): ``dataset``, ``seed``, ``levels`` and, per step of the
+    pruned and of the dense run, its ``epoch``, ``sparsity`` (overall share), ``accuracy`` (share), ``entropy`` (bits,
+    mean over the predicted classes at ``levels``) and ``mean_keys`` (keys per predicted class) of its test measure;
+    a pruned step also its parse ``trees`` (:func:`class_trees`). Chapter 05."""
+    if not isinstance(run, RemRun) or not run.pruned:
+        raise ValueError("run must be a capsule_lab.rem_study.RemRun with pruned steps, as run_rem returns")
+    return {"dataset": run.dataset, "seed": run.seed, "levels": levels,
+            "pruned": [dict(_step_numbers(s, levels), trees=class_trees(s.test, levels)) for s in run.pruned],
+            "dense": [_step_numbers(s, levels) for s in run.dense]}
+
+
+__all__ += ["epoch_curve", "class_trees", "pruning_explorer_run"]

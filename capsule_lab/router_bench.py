@@ -20,12 +20,14 @@ measures it (:func:`measure_network`). The routers (:data:`ROUTERS`):
   Faria's normalised votes, the votes the learned routers get) and ``ladder matched`` (the ladder with its hidden
   widths cut by :func:`matched_ladder_widths`, so that it has the CapsNet's number of parameters).
 
-Each is a :class:`BenchEntry` (:data:`ROUTERS`): the :class:`~capsule_lab.routing.Router` of the backbone's class
+Each is a :class:`BenchEntry` (:data:`ROUTERS`): the :class:`~capsule_lab.routing.RouterSpec` of the backbone's class
 layer (and the votes it is given: Faria's routers get their paper's normalised votes, the others Sabour's W u), REM's
-pruning while training, or a network of its own (the ladder). A new router plugs in as a :class:`BenchEntry` too
-(``custom=`` of :func:`run_router_bench`). The bench never asks which network it holds: each network trains with its
-own loss, counts its own routing parameters and offers its own parse trees
-(:class:`~capsule_lab.models.CapsuleNetwork`).
+pruning while training, or a network of its own (the ladder). Any other registered kind of router
+(:func:`~capsule_lab.routing.register_router`, or ``"module:Name"``) runs on the bench by its name, with its default
+spec on Sabour's votes; an entry of your own plugs in with ``custom=`` of :func:`run_router_bench`. Only the
+package's own entries are cached (a router written elsewhere has code the cache key does not see). The bench never
+asks which network it holds: each network trains with its own loss, counts its own routing parameters and offers its
+own parse trees (:class:`~capsule_lab.models.CapsuleNetwork`).
 Every record is one router and seed: a JSON-ready dict (:data:`RECORD_FIELDS`). Records are cached: one JSON file per
 record, named by a hash of everything that decides it (:func:`record_key`), so a second run with the same settings
 only reads them.
@@ -43,8 +45,9 @@ The measures:
   ``inference_ms`` the median forward pass without gradients on one batch; ``device``, ``amp`` (mixed precision,
   which the step, inference and memory measures then use too, as training does) and ``threads``;
 - ``peak_memory_mb``: one training step's peak memory beyond what was resident before it (CUDA: the allocator's
-  peak; CPU: the peak resident set of a fresh process after one warm-up step, with glibc's mmap threshold fixed at
-  64 KiB so that tensors are mapped and unmapped as they live and die; Linux only; None elsewhere);
+  peak; CPU: the peak resident set of a forked process after one warm-up step, with glibc's mmap threshold fixed at
+  64 KiB so that tensors are mapped and unmapped as they live and die; Linux only; None elsewhere, or None with the
+  reason in ``peak_memory_error`` when the measure failed: the run goes on);
 - ``entropy`` (bits) and ``keys`` (distinct parse trees per class, averaged): chapter 05's parse-tree metric on
   the class layer's couplings, as each network offers them (:meth:`~capsule_lab.models.CapsuleNetwork.parse_trees`;
   ``normalize_over`` says how its couplings were normalised, ``levels`` how finely the keys quantise them);
@@ -76,20 +79,22 @@ from .cost import inference_seconds, peak_memory, training_step, training_step_s
 from .data import affine_test_set, load_dataset
 from .diagnostics import activation_stats, routing_dynamics
 from .layers import VOTES
-from .models import CapsNet, LadderCapsNet, LadderCapsNetConfig
+from .models import CapsNet, LadderCapsNet, LadderCapsNetConfig, built_routers
 from .models.capsnet import BackboneConfig
 from .profiles import RouterBenchSettings, chapter_settings
 from .rem import global_magnitude_prune, keys_per_class, parse_tree_dictionary, routing_entropy
-from .routing import ConnectionistRouter, DetachedRouter, DynamicRouter, Router, SelfAttentionRouter, SimilarityRouter
-from .routing import UniformRouter
+from .routing import RouterSpec, router_kind, router_kinds
 from .study import RESULTS, same_start
 from .training import fit, outputs
 
-__all__ = ["BenchEntry", "ROUTERS", "matched_ladder_widths", "RECORD_FIELDS", "BENCH_VERSION", "bench_data",
+__all__ = ["BenchEntry", "ROUTERS", "MAIN_ROUTER", "bench_entry", "matched_ladder_widths", "RECORD_FIELDS", "BENCH_VERSION", "bench_data",
            "build_network", "measure_network", "record_key", "train_record", "run_router_bench", "write_results",
            "summarize_records", "mcnemar_test", "default_cache", "SHIPPED_CACHE", "LONGER_RUN", "longer_run_settings",
            "shipped_longer_run", "verdict_records"]
 
+#: The router whose network chapter 08's questions turn on (Sabour's r = 3): the bench's main network, the one
+#: :mod:`capsule_lab.epoch_timing` times.
+MAIN_ROUTER = "dynamic r=3"
 #: The version of a record's meaning, part of every cache key; a new version leaves old cached records unread.
 BENCH_VERSION = 1
 SHIPPED_CACHE = Path(str(RESULTS / "router_bench"))
@@ -107,13 +112,14 @@ RECORD_FIELDS = ("router", "seed", "dataset", "accuracy", "affine_accuracy", "te
 class BenchEntry:
     """How the bench builds the network of one of its routers. Chapter 08.
 
-    ``router(settings)`` → the :class:`~capsule_lab.routing.Router` of the backbone's class layer, given ``votes``
-    (``"plain"``: Sabour's W u; ``"normalized"``: Faria's eq. 1); or ``network(settings)`` → a network of its own,
-    which takes the backbone's convolution and primary capsules (the ladder). ``prune``: REM's pruning while
+    ``router(settings)`` → how the backbone's class layer routes, given ``votes`` (``"plain"``: Sabour's W u;
+    ``"normalized"``: Faria's eq. 1): a :class:`~capsule_lab.routing.RouterSpec` (a registered kind's name works too),
+    a factory ``f(layer) → Router`` or a :class:`~capsule_lab.routing.Router`; or ``network(settings)`` → a network of
+    its own, which takes the backbone's convolution and primary capsules (the ladder). ``prune``: REM's pruning while
     training (chapter 05).
     """
 
-    router: Optional[Callable[[RouterBenchSettings], Router]] = None
+    router: Optional[Callable[[RouterBenchSettings], object]] = None
     votes: str = "plain"
     prune: bool = False
     network: Optional[Callable[[RouterBenchSettings], nn.Module]] = None
@@ -125,14 +131,15 @@ class BenchEntry:
 
 
 def _ladder_config(settings: RouterBenchSettings, widths: Optional[tuple] = None) -> LadderCapsNetConfig:
-    """The bench's ladder on the settings' backbone: the paper's layers at full size, the slim ones otherwise with two
-    hidden layers (64, 32) in f, f^reg and p (the widths its shipped runs trained with; chapter 06's slim ladder has
-    Table 1's three), and ``widths`` (when given) as the hidden widths of f, f^reg and p."""
+    """The bench's ladder on the settings' backbone: the paper's layers (Table 1) when ``settings.ladder_widths`` is
+    None (the full profile), else the slim ones with those hidden widths in f, f^reg and p (the quick profile's
+    (64, 32), the widths its shipped runs trained with; chapter 06's slim ladder has Table 1's three), and ``widths``
+    (when given) as the hidden widths of f, f^reg and p."""
     c = settings.capsnet
     backbone = {f: getattr(c, f) for f in BackboneConfig.__dataclass_fields__}
-    full = c.primary_types == 32
-    config = (LadderCapsNetConfig.paper(k=settings.ladder_k, image_size=c.image_size) if full
-              else LadderCapsNetConfig.slim(k=settings.ladder_k, widths=(64, 32), contribution_widths=(64, 32)))
+    slim = settings.ladder_widths
+    config = (LadderCapsNetConfig.paper(k=settings.ladder_k, image_size=c.image_size) if slim is None
+              else LadderCapsNetConfig.slim(k=settings.ladder_k, widths=slim, contribution_widths=slim))
     config = replace(config, **backbone, classes=c.classes, class_dim=c.class_dim)
     return config if widths is None else replace(config, widths=widths, contribution_widths=widths)
 
@@ -163,21 +170,20 @@ def _matched_ladder_network(settings: RouterBenchSettings) -> LadderCapsNet:
     return LadderCapsNet(_ladder_config(settings, matched_ladder_widths(settings)))
 
 
-#: The bench's routers by name (:data:`capsule_lab.profiles.ROUTERS_08`).
+#: The bench's routers by name (:data:`capsule_lab.profiles.ROUTERS_08`), each a registered kind's spec (or the ladder).
 ROUTERS = {
-    "dynamic r=1": BenchEntry(lambda s: DynamicRouter(1)),
-    "dynamic r=3": BenchEntry(lambda s: DynamicRouter(3)),
-    "dynamic r=5": BenchEntry(lambda s: DynamicRouter(5)),
-    "detached": BenchEntry(lambda s: DetachedRouter(3)),
-    "uniform": BenchEntry(lambda s: UniformRouter()),
-    "rem-pruned": BenchEntry(lambda s: DynamicRouter(3), prune=True),
+    "dynamic r=1": BenchEntry(lambda s: RouterSpec("dynamic", 1)),
+    "dynamic r=3": BenchEntry(lambda s: RouterSpec("dynamic", 3)),
+    "dynamic r=5": BenchEntry(lambda s: RouterSpec("dynamic", 5)),
+    "detached": BenchEntry(lambda s: RouterSpec("dynamic", 3, detach_couplings=True)),
+    "uniform": BenchEntry(lambda s: RouterSpec("uniform")),
+    "rem-pruned": BenchEntry(lambda s: RouterSpec("dynamic", 3), prune=True),
     "ladder": BenchEntry(network=_ladder_network),
-    "similarity": BenchEntry(lambda s: SimilarityRouter(kernels=s.kernels, iterations=s.iterations),
-                             votes="normalized"),
-    "connectionist": BenchEntry(lambda s: ConnectionistRouter(s.capsnet.class_dim, hidden=s.lstm_hidden,
-                                                              iterations=s.iterations), votes="normalized"),
-    "self-attention": BenchEntry(lambda s: SelfAttentionRouter(s.capsnet.primary_caps, s.capsnet.classes)),
-    "dynamic r=3 normed": BenchEntry(lambda s: DynamicRouter(3), votes="normalized"),
+    "similarity": BenchEntry(lambda s: RouterSpec("similarity", s.iterations, kernels=s.kernels), votes="normalized"),
+    "connectionist": BenchEntry(lambda s: RouterSpec("connectionist", s.iterations, lstm_hidden=s.lstm_hidden),
+                                votes="normalized"),
+    "self-attention": BenchEntry(lambda s: RouterSpec("self-attention")),
+    "dynamic r=3 normed": BenchEntry(lambda s: RouterSpec("dynamic", 3), votes="normalized"),
     "ladder matched": BenchEntry(network=_matched_ladder_network),
 }
 
@@ -188,12 +194,26 @@ def _check_settings(settings) -> RouterBenchSettings:
     return settings
 
 
-def _entry(name: str, custom: dict | None = None) -> BenchEntry:
+def bench_entry(name: str, custom: dict | None = None) -> BenchEntry:
+    """The entry of ``name``: one of ``custom``'s, one of :data:`ROUTERS`, else the default spec of the registered kind
+    ``name`` (or ``"module:Name"``, imported) on Sabour's votes."""
     entries = {**ROUTERS, **(custom or {})}
-    entry = entries[check_one_of(name, tuple(entries), "router")]
+    if name not in entries:
+        if not isinstance(name, str) or (name not in router_kinds() and ":" not in name):
+            raise ValueError(f"router must be one of {sorted(entries)} or a registered kind of router "
+                             f"{router_kinds()} (or 'module:Name'), got {name!r}")
+        kind = router_kind(name).name
+        return BenchEntry(lambda s: RouterSpec(kind))
+    entry = entries[name]
     if not isinstance(entry, BenchEntry):
         raise ValueError(f"router {name!r} must be given as a BenchEntry, got {type(entry).__name__}")
     return entry
+
+
+def _cached(name: str, custom: dict | None) -> bool:
+    """Whether a record of ``name`` may be read from and written to the cache: the package's own entries only (the key
+    does not see the code of a router written elsewhere)."""
+    return name in ROUTERS and not (custom and name in custom)
 
 
 def bench_data(settings: RouterBenchSettings, source: str = "offline") -> tuple:
@@ -213,12 +233,16 @@ def build_network(name: str, settings: RouterBenchSettings, seed: int = 0, custo
     for a network of its own the convolution and primary capsules. So for one seed every router starts from the same
     convolution, primary capsules and (where it has them) class-layer W. Chapter 08.
     """
-    settings, entry = _check_settings(settings), _entry(name, custom)
+    settings, entry = _check_settings(settings), bench_entry(name, custom)
     if entry.network is not None:
         return same_start(seed, lambda: CapsNet(settings.capsnet), lambda: entry.network(settings),
                           share=("conv", "primary"))
     config = replace(settings.capsnet, votes=entry.votes)
-    return same_start(seed, lambda: CapsNet(settings.capsnet), lambda: CapsNet(config, router=entry.router(settings)))
+
+    def routed():                               # the router first (its parameters drawn before the network's own)
+        return config.network(built_routers(entry.router(settings), config.router_layers()))
+
+    return same_start(seed, settings.capsnet.network, routed)
 
 
 def _bench_step(name: str, settings: RouterBenchSettings, seed: int, images: torch.Tensor, labels: torch.Tensor,
@@ -231,11 +255,8 @@ def _bench_step(name: str, settings: RouterBenchSettings, seed: int, images: tor
 
 def _peak_memory_mb(name, settings, seed, images, labels, device, custom, amp=False) -> float | None:
     """One training step's peak memory (MB) beyond what was resident before it (:func:`capsule_lab.cost.peak_memory`),
-    or None for a custom router on a CPU (its code may not travel to the fresh process the CPU measure needs)."""
-    if device.type != "cuda" and custom and name in custom:
-        return None
-    peak = peak_memory(_bench_step, (name, settings, seed, images, labels, custom if device.type == "cuda" else None,
-                                     amp), device)
+    or None where it cannot be measured (a CPU elsewhere than Linux)."""
+    peak = peak_memory(_bench_step, (name, settings, seed, images, labels, custom, amp), device)
     return None if peak is None else round(peak / 1e6, 1)
 
 
@@ -282,13 +303,32 @@ def record_key(name: str, seed: int, settings: RouterBenchSettings, device="cpu"
     when the run trains in mixed precision (``amp`` on CUDA), that fact. Chapter 08.
     """
     settings = _check_settings(settings)
-    decisive = {k: v for k, v in asdict(settings).items() if k not in ("routers", "seeds")}
+    decisive = {k: v for k, v in _settings_record(settings).items() if k not in ("routers", "seeds")}
     what = {"router": name, "seed": seed, "device": torch.device(device).type, "version": BENCH_VERSION,
             "settings": decisive}
     if _mixed(device, amp):
         what["amp"] = True                # full precision adds nothing, so full-precision records keep their keys
     blob = json.dumps(what, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+#: Settings added after the bench's records were shipped (the bench's own and its network's router spec's), with the
+#: value every shipped record was trained with: at that value a setting is left out of a record's key and of a longer
+#: run's provenance, so the shipped records keep theirs.
+ADDED_SETTINGS = {"ladder_widths": (64, 32), "compatibility_hidden": (64, 64), "activation_hidden": (124, 124),
+                  "options": ()}
+
+
+def _without_added(value):
+    if isinstance(value, dict):
+        return {k: _without_added(v) for k, v in value.items()
+                if k not in ADDED_SETTINGS or v != json.loads(json.dumps(ADDED_SETTINGS[k]))}
+    return value
+
+
+def _settings_record(settings: RouterBenchSettings) -> dict:
+    """The settings as JSON-ready data, those of :data:`ADDED_SETTINGS` left out at their shipped value."""
+    return _without_added(json.loads(json.dumps(asdict(settings), default=str)))
 
 
 def _mixed(device, amp: bool) -> bool:
@@ -302,7 +342,7 @@ def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: in
     settings' schedule (REM's pruning after each of its first ``rem_rounds`` epochs) and the network's own loss,
     measure it (:func:`measure_network`), and time a fresh copy's training step and inference batch. Chapter 08.
     """
-    settings, entry = _check_settings(settings), _entry(name, custom)
+    settings, entry = _check_settings(settings), bench_entry(name, custom)
     if not isinstance(data, tuple) or len(data) != 3:
         raise ValueError("data must be the (train, test, affine) tuple of bench_data")
     check_positive_int(seed, "seed", minimum=0)
@@ -327,7 +367,12 @@ def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: in
               "train_loss": history.train_loss, "train_accuracy": history.train_accuracy}
     record.update(_timings(name, settings, seed, train, device, custom, amp))
     batch = train.tensors[0][:settings.schedule.batch_size], train.tensors[1][:settings.schedule.batch_size]
-    record["peak_memory_mb"] = _peak_memory_mb(name, settings, seed, *batch, device, custom, amp) if memory else None
+    record["peak_memory_mb"] = None
+    if memory:
+        try:
+            record["peak_memory_mb"] = _peak_memory_mb(name, settings, seed, *batch, device, custom, amp)
+        except RuntimeError as err:             # a failed measure is recorded, the run goes on
+            record["peak_memory_error"] = str(err)
     record.update(device=str(device), amp=_mixed(device, amp), threads=torch.get_num_threads(),
                   torch=torch.__version__, key=record_key(name, seed, settings, device, amp))
     return record
@@ -370,7 +415,7 @@ def run_router_bench(settings: RouterBenchSettings, routers=None, seeds=None, da
     routers = tuple(routers if routers is not None else settings.routers)
     seeds = tuple(seeds if seeds is not None else settings.seeds)
     for name in routers:
-        _entry(name, custom)
+        bench_entry(name, custom)
     for seed in seeds:
         check_positive_int(seed, "seed", minimum=0)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -381,13 +426,13 @@ def run_router_bench(settings: RouterBenchSettings, routers=None, seeds=None, da
         bar.set_postfix_str(f"{name}, seed {seed}")
         key = record_key(name, seed, settings, device, amp)
         path = folder / f"{key}.json" if folder is not None else None
-        if path is not None and path.exists() and not (custom and name in custom):
+        if path is not None and path.exists() and _cached(name, custom):
             records.append({**json.loads(path.read_text()), "cached": True})
             continue
         if data is None:
             data = bench_data(settings)
         record = train_record(name, settings, data, seed, device, amp, custom, memory)
-        if path is not None and not (custom and name in custom):
+        if path is not None and _cached(name, custom):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record, indent=1) + "\n")
         records.append({**record, "cached": False})
@@ -471,7 +516,7 @@ def shipped_longer_run(report: str = "router_bench_long") -> tuple[RouterBenchSe
     provenance, saved = report["provenance"], report["provenance"]["settings"]
     settings = longer_run_settings(saved["schedule"]["epochs"], saved["train_size"], saved["test_size"],
                                    saved["seeds"], saved["routers"])
-    if json.loads(json.dumps(asdict(settings), default=str)) != saved:       # as JSON: tuples read back as lists
+    if _settings_record(settings) != saved:                                  # as JSON: tuples read back as lists
         raise ValueError("the longer run was trained with settings that differ from the quick profile's in more than "
                          "sizes, epochs and seeds: rerun scripts/router_bench_longer_run.py")
     missing = [(name, seed) for name in settings.routers for seed in settings.seeds

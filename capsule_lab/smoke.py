@@ -56,11 +56,11 @@ from .models import CapsNet, DeepCapsNet, LadderCapsNet
 from .profiles import PROFILES, chapter_settings
 from .rem import global_magnitude_prune, snip_prune, sparsity
 from .rem_study import rem_study_data
-from .router_bench import ROUTERS, bench_data, build_network
+from .router_bench import MAIN_ROUTER, bench_data, bench_entry, build_network
 from .routing import RouterSpec
 from .training import evaluate, fit
 
-__all__ = ["CHAPTERS", "STUDIES", "SmokeNetwork", "Study", "SmokeResult", "chapter_source", "resolve_source",
+__all__ = ["CHAPTERS", "ROUTER_CHAPTERS", "chapter_settings_with", "STUDIES", "SmokeNetwork", "Study", "SmokeResult", "chapter_source", "resolve_source",
            "chapter_models", "smoke_chapter", "smoke", "format_result"]
 
 LOADERS = {"mnist": load_mnist, "fashion": load_fashion_mnist}
@@ -95,13 +95,16 @@ class SmokeResult:
 
 @dataclass(frozen=True)
 class SmokeNetwork:
-    """A network a chapter trains: its name, the dataset it trains on, a factory (a fresh, seeded network) and an
-    optional preparation ``prepare(net, images, labels)`` on the first training images (a pruning). Chapter 08."""
+    """A network a chapter trains: its name, the dataset it trains on, a factory (a fresh, seeded network), an
+    optional preparation ``prepare(net, images, labels)`` on the first training images (a pruning), and whether it is
+    the chapter's *main* network, the one its questions turn on (what :mod:`capsule_lab.epoch_timing` times; the
+    first network where none is marked). Chapter 08."""
 
     name: str
     dataset: str
     build: Callable[[], torch.nn.Module]
     prepare: Callable | None = None
+    main: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,13 +112,15 @@ class Study:
     """What one chapter's profile trains, read from its settings: ``settings(profile)`` (the chapter's settings,
     with a :class:`~capsule_lab.training.Schedule`), ``networks(settings)`` (its :class:`SmokeNetwork` list),
     ``data(settings, dataset, source, train_size, test_size)`` → ``(train, test)`` of its own pipeline with that many
-    training and test images (None: the settings' own), and ``source(profile)`` (where the chapter's notebook reads
-    its data). Chapter 08."""
+    training and test images (None: the settings' own), ``source(profile)`` (where the chapter's notebook reads
+    its data) and, for a study that compares routers, ``routers(settings, names)``: its settings comparing the routers
+    ``names`` instead (registered kinds, or the study's own names; None: the study takes no routers). Chapter 08."""
 
     settings: Callable
     networks: Callable
     data: Callable
     source: Callable
+    routers: Callable | None = None
 
 
 def _seeded(make: Callable[[], torch.nn.Module], seed: int = 0) -> Callable[[], torch.nn.Module]:
@@ -142,22 +147,23 @@ def _validation(settings, test_size) -> dict:
 
 
 def _capsnet_networks(profile) -> list:
-    return [SmokeNetwork("CapsNet", "mnist", _seeded(lambda: CapsNet(profile.capsnet)))]
+    return [SmokeNetwork("CapsNet", "mnist", _seeded(lambda: CapsNet(profile.capsnet)), main=True)]
 
 
 def _gradient_networks(settings) -> list:
     c = settings.capsnet
     variants = {"CapsNet full": c.router, "CapsNet detached": replace(c.router, detach_couplings=True),
                 "CapsNet uniform": RouterSpec("uniform")}       # the three networks chapter 03 trains
-    return [SmokeNetwork(name, "mnist", _seeded(lambda r=router: CapsNet(replace(c, router=r))))
-            for name, router in variants.items()]
+    return [SmokeNetwork(name, "mnist", _seeded(lambda r=router: CapsNet(replace(c, router=r))),
+                         main=router is c.router) for name, router in variants.items()]
 
 
 def _depth_networks(settings) -> list:
     depth = max(settings.depths)
     configs = {routing: replace(settings.config, routing_layers=depth, router=routing_spec(settings, routing))
                for routing in ROUTINGS}                        # the routings chapter 04 compares
-    return [SmokeNetwork(f"DeepCapsNet depth {depth} {routing}", "mnist", _seeded(lambda c=config: DeepCapsNet(c)))
+    return [SmokeNetwork(f"DeepCapsNet depth {depth} {routing}", "mnist", _seeded(lambda c=config: DeepCapsNet(c)),
+                         main=config.router == settings.config.router)
             for routing, config in configs.items()]
 
 
@@ -166,20 +172,22 @@ def _rem_networks(settings) -> list:
     runs = [("Q (dense)", None), ("REM (pruned)", lambda net, x, y: global_magnitude_prune(net, settings.amount))]
     if settings.single_shot:
         runs.append(("SNIP (single shot)", lambda net, x, y: snip_prune(net, x, y, settings.final_sparsity)))
-    return [SmokeNetwork(name, dataset, make, prepare) for dataset in settings.datasets for name, prepare in runs]
+    return [SmokeNetwork(name, dataset, make, prepare, main=prepare is None)
+            for dataset in settings.datasets for name, prepare in runs]
 
 
 def _ladder_networks(settings) -> list:
     ladder = settings.ladder_config(settings.ladder.k)
     capsnet, matched = settings.capsnet, settings.matched
-    return [SmokeNetwork(f"L-CapsNet K={ladder.k}", "mnist", _seeded(lambda: LadderCapsNet(ladder))),
+    return [SmokeNetwork(f"L-CapsNet K={ladder.k}", "mnist", _seeded(lambda: LadderCapsNet(ladder)), main=True),
             SmokeNetwork(f"CapsNet r={capsnet.router.iterations}", "mnist", _seeded(lambda: CapsNet(capsnet))),
             SmokeNetwork("CapsNet matched", "mnist", _seeded(lambda: CapsNet(matched)))]
 
 
 def _learned_routing_networks(settings) -> list:
     network = type(settings.capsnet).__name__.removesuffix("Config")
-    return [SmokeNetwork(f"{network} {router}", dataset, lambda r=router: build_model(r, settings))
+    return [SmokeNetwork(f"{network} {router}", dataset, lambda r=router: build_model(r, settings),
+                         main=router == settings.routers[0])
             for dataset in settings.datasets for router in settings.routers]
 
 
@@ -188,7 +196,12 @@ def _bench_networks(settings) -> list:
         global_magnitude_prune(net, settings.rem_amount)
 
     return [SmokeNetwork(f"bench {router}", settings.dataset, lambda r=router: build_network(r, settings),
-                         prune if ROUTERS[router].prune else None) for router in settings.routers]
+                         prune if bench_entry(router).prune else None, main=router == MAIN_ROUTER)
+            for router in settings.routers]
+
+
+def _with_routers(settings, names) -> object:
+    return replace(settings, routers=tuple(names))
 
 
 def _profile_source(profile: str) -> str:
@@ -213,13 +226,16 @@ STUDIES = {
                 _study_source),
     "07": Study(lambda p: chapter_settings("07", p), _learned_routing_networks,
                 lambda s, dataset, source, n, m: routing_study_data(dataset, _sized(s, n, m), source=source),
-                _study_source),
+                _study_source, _with_routers),
     "08": Study(lambda p: chapter_settings("08", p), _bench_networks,
-                lambda s, dataset, source, n, m: bench_data(_sized(s, n, m), source=source)[:2], _study_source),
+                lambda s, dataset, source, n, m: bench_data(_sized(s, n, m), source=source)[:2], _study_source,
+                _with_routers),
 }
 
 #: The chapters with a full profile to smoke, in order.
 CHAPTERS = tuple(STUDIES)
+#: The chapters whose study compares routers, so that any router can run in it (:func:`chapter_settings_with`).
+ROUTER_CHAPTERS = tuple(c for c, study in STUDIES.items() if study.routers is not None)
 
 
 # ---------------------------------------------------------------- data sources
@@ -258,11 +274,27 @@ def resolve_source(dataset: str, source: str) -> tuple[str, str]:
     return "offline", f"{source} → offline"
 
 
-def chapter_models(chapter: str, profile: str = "full") -> list:
-    """``[(model name, dataset, factory)]``: every network ``chapter``'s ``profile`` trains, by the names the
-    smoke run reports them under (the factory builds a fresh one, seeded). Chapter 08."""
+def chapter_settings_with(chapter: str, profile: str = "full", routers=None):
+    """``chapter``'s settings under ``profile``, comparing ``routers`` (registered kinds or the study's own names)
+    instead of its own where given; ``ValueError`` for a chapter whose study compares no routers. Chapter 08."""
     study = STUDIES[_check_chapter(chapter)]
-    return [(n.name, n.dataset, n.build) for n in study.networks(study.settings(_check_profile(profile)))]
+    settings = study.settings(_check_profile(profile))
+    if routers is None:
+        return settings
+    if study.routers is None:
+        raise ValueError(f"chapter {chapter}'s study compares no routers: routers can be given to chapters "
+                         f"{[c for c, s in STUDIES.items() if s.routers is not None]}")
+    if isinstance(routers, str) or not routers:
+        raise ValueError(f"routers must be a non-empty sequence of router names, got {routers!r}")
+    return study.routers(settings, routers)
+
+
+def chapter_models(chapter: str, profile: str = "full", routers=None) -> list:
+    """``[(model name, dataset, factory)]``: every network ``chapter``'s ``profile`` trains (with ``routers`` in place
+    of its own, :func:`chapter_settings_with`), by the names the smoke run reports them under (the factory builds a
+    fresh one, seeded). Chapter 08."""
+    study = STUDIES[_check_chapter(chapter)]
+    return [(n.name, n.dataset, n.build) for n in study.networks(chapter_settings_with(chapter, profile, routers))]
 
 
 # ---------------------------------------------------------------- the run
@@ -318,14 +350,15 @@ def _run_model(network: SmokeNetwork, train, test, schedule, device: torch.devic
 
 
 def smoke_chapter(chapter: str, profile: str = "full", device="cpu", batch_size: int = 2,
-                  source: str | None = None) -> list:
+                  source: str | None = None, routers=None) -> list:
     """Smoke every network of ``chapter``'s ``profile`` (see the module docstring) on ``device`` (``"auto"``: CUDA
     if available) with ``batch_size`` images per step → one :class:`SmokeResult` per network and dataset.
 
     ``source``: None for the chapter's own (:func:`chapter_source`), resolved by :func:`resolve_source` (no
     download; an absent torchvision dataset is replaced by the offline one, and the result says so); or
     ``"offline"``, ``"torchvision"``, ``"auto"`` for every dataset. A network that fails is recorded with its
-    error rather than raised, so that one run reports every failure. Chapter 08.
+    error rather than raised, so that one run reports every failure. ``routers``: the routers a chapter that compares
+    routers (07, 08) runs instead of its own (:func:`chapter_settings_with`), a router of your own included. Chapter 08.
     """
     study = STUDIES[_check_chapter(chapter)]
     _check_profile(profile)
@@ -335,7 +368,7 @@ def smoke_chapter(chapter: str, profile: str = "full", device="cpu", batch_size:
     device = _device(device)
     amp = PROFILES[profile].amp and device.type == "cuda"
     asked = source or study.source(profile)
-    settings = study.settings(profile)
+    settings = chapter_settings_with(chapter, profile, routers)
     results, data = [], {}
     for network in study.networks(settings):
         used, replaced = resolve_source(network.dataset, asked)
@@ -356,17 +389,18 @@ def smoke_chapter(chapter: str, profile: str = "full", device="cpu", batch_size:
 
 
 def smoke(chapters=None, profile: str = "full", device="cpu", batch_size: int = 2, source: str | None = None,
-          progress: bool = False) -> list:
-    """:func:`smoke_chapter` for each of ``chapters`` (default: 02–08) → all the results, in order; with
-    ``progress``, each result's line (:func:`format_result`) is printed as it comes. Chapter 08."""
-    chapters = CHAPTERS if chapters is None else tuple(chapters)
+          progress: bool = False, routers=None) -> list:
+    """:func:`smoke_chapter` for each of ``chapters`` (default: 02–08; with ``routers``, the chapters that compare
+    routers) → all the results, in order; with ``progress``, each result's line (:func:`format_result`) is printed as
+    it comes. Chapter 08."""
+    chapters = (ROUTER_CHAPTERS if routers is not None else CHAPTERS) if chapters is None else tuple(chapters)
     for chapter in chapters:
         _check_chapter(chapter)
     _check_profile(profile)
     _check_batch(batch_size)
     results = []
     for chapter in chapters:
-        for result in smoke_chapter(chapter, profile, device, batch_size, source):
+        for result in smoke_chapter(chapter, profile, device, batch_size, source, routers):
             results.append(result)
             if progress:
                 print(format_result(result), flush=True)

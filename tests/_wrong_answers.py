@@ -4,7 +4,7 @@ check names the symptom only (the case, expected against got), never the mistake
 from __future__ import annotations
 
 from capsule_lab.grading import TASKS, check
-from capsule_lab.grading.checking import BUG_HUNT_HINT
+from capsule_lab.grading.engine.judging import BUG_HUNT_HINT
 
 
 def assert_fails_with_hint(task_id: str, fn, hint: str, capsys) -> None:

@@ -15,7 +15,7 @@ import tempfile
 import pytest
 
 os.environ.setdefault("CAPSULE_LAB_PROFILE", "quick")
-# Reference answers kept on disk (capsule_lab.grading.reference_cache) go to a folder of this test process, not the
+# Reference answers kept on disk (capsule_lab.grading.engine.reference_cache) go to a folder of this test process, not the
 # user's cache: every test run computes them afresh, and the kernels and children it starts inherit the folder.
 os.environ.setdefault("CAPSULE_LAB_CACHE", tempfile.mkdtemp(prefix="capsule-lab-test-cache-"))
 
@@ -31,5 +31,5 @@ def pytest_collection_modifyitems(items):
         if task in SLOW_TASKS and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.slow)
             # one worker runs all of a slow task's tests, so that check() trains its reference once for them
-            # (grading.checking keeps a task's reference answers for the process), not once per worker and test
+            # (grading.engine.checking keeps a task's reference answers for the process), not once per worker and test
             item.add_marker(pytest.mark.xdist_group(f"task-{task}"))

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from api_chapter_links import find_object, in_literal_blocks, link_chapters, literal_blocks  # noqa: E402
 
 NAMED = re.compile(r"\bcapsule_lab(?:\.[a-z_][a-z0-9_]*)+")
-UNDOCUMENTED = re.compile(r"capsule_lab\.(_checks|grading\.tasks_\d\d)$")
+UNDOCUMENTED = re.compile(r"capsule_lab\.(_checks|grading\.tasks\.ch\d\d)$")
 CHAPTER = re.compile(r"\b[Cc]hapters?\s+\d\d")
 
 

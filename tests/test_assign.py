@@ -1,4 +1,4 @@
-"""capsule_lab.grading.assign: student notebooks from master notebooks (``capsule-lab assign``).
+"""capsule_lab.grading.notebooks.assign: student notebooks from master notebooks (``capsule-lab assign``).
 
 Stubs on small hand-made notebooks (a function body becomes ``raise NotImplementedError``, an assignment
 keeps its variable, a markdown answer becomes a placeholder, bad markers raise ``ValueError`` naming the
@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from capsule_lab.grading.assign import assign, exercise_text, is_up_to_date, make_exercise, out_of_date
+from capsule_lab.grading.notebooks.assign import assign, exercise_text, is_up_to_date, make_exercise, out_of_date
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -142,7 +142,7 @@ def test_describe_prints_units_and_the_pooled_mcnemar():
 
 def test_entropy_ceiling_by_hand():
     assert bc.entropy_ceiling([0, 0, 0, 0, 1, 1]) == pytest.approx((2 + 1) / 2)
-    with pytest.raises(ValueError, match="labels must be"):
+    with pytest.raises(ValueError, match="classes must hold one class index per image"):
         bc.entropy_ceiling([])
 
 

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from capsule_lab.grading import check, grade_notebook, tasks_for_chapter
-from capsule_lab.grading.child import definitions
+from capsule_lab.grading.engine.child import definitions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,7 +162,8 @@ def test_uses_names_earlier_tasks_of_the_chapter_that_have_a_stand_in(bad, messa
 def test_every_stand_in_passes_its_own_task():
     """A stand-in is a second implementation, not the reference: it must give the reference's answers."""
     from capsule_lab.grading import TASKS
-    from capsule_lab.grading.checking import expected, run_student, verdict
+    from capsule_lab.grading.engine.judging import verdict
+    from capsule_lab.grading.engine.running import expected, run_student
 
     stand_ins = [t for t in TASKS.values() if t.stand_in is not None]
     assert {t.id for t in stand_ins} >= {"05.quantize_keys", "05.class_entropy", "06.regression"}
@@ -175,7 +176,7 @@ def test_every_stand_in_passes_its_own_task():
 def test_in_the_graders_kernel_a_check_cell_runs_nothing(monkeypatch, capsys):
     """`capsule-lab grade` runs the notebook for its outputs and errors with GRADING_KERNEL_ENV set: a check cell
     there calls nothing (the grade comes from the grader's own evaluation), so 08's check does not train twice."""
-    from capsule_lab.grading.checking import GRADING_KERNEL_ENV
+    from capsule_lab.grading.engine.checking import GRADING_KERNEL_ENV
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("check ran the function in the grader's kernel")
@@ -189,8 +190,8 @@ def test_in_the_graders_kernel_a_check_cell_runs_nothing(monkeypatch, capsys):
 
 
 def test_grade_sets_the_flag_for_the_kernel_only(monkeypatch, tmp_path):
-    from capsule_lab.grading import notebooks
-    from capsule_lab.grading.checking import GRADING_KERNEL_ENV
+    from capsule_lab.grading.engine.checking import GRADING_KERNEL_ENV
+    from capsule_lab.grading.notebooks import report
 
     seen = {}
 
@@ -205,9 +206,9 @@ def test_grade_sets_the_flag_for_the_kernel_only(monkeypatch, tmp_path):
                                  "message": "", "hint": ""} for t in tasks},
                 "definition_errors": [], "grading_error": None, "evaluations": 0}
 
-    monkeypatch.setattr(notebooks, "run_notebook", fake_run)
-    monkeypatch.setattr(notebooks, "score_functions", fake_score)
+    monkeypatch.setattr(report, "run_notebook", fake_run)
+    monkeypatch.setattr(report, "score_functions", fake_score)
     path = tmp_path / "01_capsules.ipynb"
     nbformat.write(nbformat.v4.new_notebook(), path)
-    notebooks.grade_notebook(path, timeout=10)
+    report.grade_notebook(path, timeout=10)
     assert seen == {"kernel": "1", "evaluation": None}

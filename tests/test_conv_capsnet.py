@@ -200,11 +200,11 @@ def test_bad_input_is_refused():
         model(torch.rand(2, 1, 32, 32))
     with pytest.raises(ValueError, match=r"images must have shape \(B, 1, 28, 28\)"):
         model(torch.rand(2, 3, 28, 28))
-    with pytest.raises(ValueError, match="capsule_lab.routing.Router"):
+    with pytest.raises(ValueError, match="router must be a kind's name, a RouterSpec, a factory"):
         ConvCapsNet(ConvCapsNetConfig.slim(), [DynamicRouter(), object(), DynamicRouter()])
     with pytest.raises(ValueError, match="pose_dim must be 16"):
         ConvCapsNet(ConvCapsNetConfig.slim(), [DynamicRouter(), DynamicRouter(), ConnectionistRouter(8)])
-    with pytest.raises(ValueError, match="sequence of 3 routers"):
+    with pytest.raises(ValueError, match="router must give 3 routers"):
         ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers("dynamic")[:2])
     with pytest.raises(ValueError, match="too small"):
         ConvCapsNetConfig.paper(image_size=12)

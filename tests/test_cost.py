@@ -235,7 +235,7 @@ def test_step_breakdown_counts_each_stage_by_hand():
     assert stages["pruning and the weight networks of c"]["forward_mflop"] * 1e6 == pytest.approx(2 * B * (2 * f + p))
     # eq. 1: K·d·D per class for the predictions and K·D for the weighted sum; eq. 2: K·d·D
     assert stages["eqs. 1-4"]["forward_mflop"] * 1e6 == pytest.approx(2 * B * 10 * (2 * 5 * 8 * 16 + 5 * 16))
-    with pytest.raises(ValueError, match="CapsNet or a LadderCapsNet"):
+    with pytest.raises(ValueError, match="must be a capsule_lab.models.CapsuleNetwork"):
         cost.step_breakdown(torch.nn.Linear(2, 2), images, labels)
     with pytest.raises(ValueError, match="images must be a tensor"):
         cost.step_breakdown(ladder, images[0], labels)

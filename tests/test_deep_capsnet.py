@@ -122,10 +122,12 @@ def test_input_checks():
         DeepCapsNetConfig(router="em")
     with pytest.raises(ValueError, match="routing_layers"):
         DeepCapsNetConfig(routing_layers=0)
-    with pytest.raises(ValueError, match="routers must be 4 routers"):
-        DeepCapsNet(small(), routers=[DynamicRouter(3)])
-    with pytest.raises(ValueError, match=r"routers\[0\] must be a capsule_lab.routing.Router"):
-        DeepCapsNet(small(routing_layers=1), routers=[lambda votes: votes])
+    with pytest.raises(ValueError, match="router must give 4 routers"):
+        DeepCapsNet(small(), router=[DynamicRouter(3)])
+    with pytest.raises(ValueError, match="router is one Router module but the network has 4 routing layers"):
+        DeepCapsNet(small(), router=DynamicRouter(3))
+    with pytest.raises(ValueError, match=r"router must be a capsule_lab.routing.Router"):
+        DeepCapsNet(small(routing_layers=1), router=[lambda layer: layer])
 
 
 # ------------------------------------------------------------------------------------------ search options (chapter 04)

@@ -185,7 +185,7 @@ def test_run_names():
     assert run_name("dynamic", 4) == "RBA, 4 routing layers"
     assert run_name("uniform", 6) == "uniform, 6 routing layers"
     assert run_name("dynamic", 4, 2) == "RBA, 4 routing layers, layer 2"
-    with pytest.raises(ValueError, match="routing must be one of"):
+    with pytest.raises(ValueError, match="kind must be one of"):
         run_name("em", 4)
 
 

@@ -11,7 +11,7 @@ from torch.utils.data import TensorDataset
 
 import capsule_lab.epoch_timing as epoch_timing
 from capsule_lab.cli import main
-from capsule_lab.epoch_timing import (MAIN_NETWORKS, chapter_images, epoch_data, epoch_report, main_network,
+from capsule_lab.epoch_timing import (chapter_images, epoch_data, epoch_report, main_network,
                                       time_epoch)
 from capsule_lab.profiles import PROFILES, chapter_settings
 from capsule_lab.smoke import CHAPTERS, resolve_source
@@ -34,10 +34,14 @@ def test_chapter_images_puts_the_images_on_the_chapters_canvas():
 
 @pytest.mark.parametrize("profile", ["quick", "full"])
 def test_every_chapter_has_its_main_network(profile):
-    assert set(MAIN_NETWORKS) == set(CHAPTERS)
     names = {chapter: main_network(chapter, profile).name for chapter in CHAPTERS}
     assert names["06"] == f"L-CapsNet K={chapter_settings('06', profile).ladder.k}"   # the chapter's main K
     assert names["08"] == "bench dynamic r=3" and names["03"] == "CapsNet full"
+    assert names["04"].startswith("DeepCapsNet depth") and names["04"].endswith(" dynamic")
+    assert names["05"] == "Q (dense)" and names["07"].endswith("CapsNet dynamic") and names["02"] == "CapsNet"
+    assert main_network("08", profile, routers=["uniform"]).name == "bench uniform"       # any router by its name
+    with pytest.raises(ValueError, match="compares no routers"):
+        main_network("05", profile, routers=["uniform"])
     with pytest.raises(ValueError, match="chapter"):
         main_network("09", profile)
 

@@ -60,7 +60,8 @@ def test_a_bug_hunt_shows_the_symptom_never_the_fix_or_the_line(chapter, monkeyp
     """The exercise's given (buggy) function, checked as it stands: the first message gives the failing case with
     expected against got, and names no known mistake, no line of the given code and no line of the solution; after
     PLACE_HINT_AFTER failed checks the second hint narrows the place, still naming neither."""
-    import capsule_lab.grading.checking as checking
+    import capsule_lab.grading.engine.checking as checking
+    from capsule_lab.grading.engine.judging import BUG_HUNT_HINT
 
     monkeypatch.setattr(checking, "_FAILED_CHECKS", {})
     master = notebook("solutions", chapter)
@@ -76,7 +77,7 @@ def test_a_bug_hunt_shows_the_symptom_never_the_fix_or_the_line(chapter, monkeyp
         for attempt in range(1, checking.PLACE_HINT_AFTER + 1):
             message = check(task.id, namespace[task.function], verbose=False).message
             squeezed = re.sub(r"\s+", "", message)
-            assert "expected" in message and "got" in message and checking.BUG_HUNT_HINT in message, message
+            assert "expected" in message and "got" in message and BUG_HUNT_HINT in message, message
             assert not [w.label for w in task.wrong_answers if w.hint in message], (task.id, message)
             assert not [line for line in lines if line in squeezed], (task.id, message)
             assert (task.place_hint in message) == (attempt >= checking.PLACE_HINT_AFTER), (task.id, attempt, message)
@@ -133,13 +134,14 @@ def test_an_experiment_refuses_its_plausible_wrong_variants(task_id):
     """Each mini-experiment's band tells right from wrong: every registered wrong variant (a step of the experiment
     done the other plausible way) misses the band on at least one case of every case group, so it earns nothing.
     (04.revival and 08.new_router train networks: tests/test_tasks_04.py and test_tasks_08.py run theirs.)"""
-    from capsule_lab.grading.checking import _evaluate, credit, expected
+    from capsule_lab.grading.engine.judging import credit
+    from capsule_lab.grading.engine.running import evaluate, expected
 
     task = TASKS[task_id]
     cases = expected(task)
     assert task.wrong_answers, task_id
     for wrong in task.wrong_answers:
-        got = [_evaluate(task, wrong.fn, e.case, None, student=False) for e in cases]
+        got = [evaluate(task, wrong.fn, e.case, None, student=False) for e in cases]
         fraction, failed = credit(task, cases, got)
         assert fraction == 0, (task_id, wrong.label, failed)
 
@@ -179,7 +181,8 @@ def test_a_bug_hunt_plants_two_bugs_that_are_no_registered_mistake(chapter):
     fixed, the function passes."""
     from dataclasses import replace
 
-    from capsule_lab.grading.checking import credit, expected, run_student, verdict
+    from capsule_lab.grading.engine.judging import credit, verdict
+    from capsule_lab.grading.engine.running import expected, run_student
 
     (task,) = [t for t in tasks_for_chapter(chapter) if t.kind == "bug hunt"]
     assert len(PLANTED) == len({t.chapter for t in TASKS.values() if t.kind == "bug hunt" and t.chapter >= "05"})

@@ -1,8 +1,8 @@
-"""Chapter 04's figures and per-layer table (capsule_lab.figures.parse_tree): what each figure's alt text says is
-checked on small hand-made inputs whose answer is known (the shortest capsule, the setting that kills every capsule,
-the median of the seeds, the layer that falls lowest), so that a wrong description fails; and series differ in
-marker or line style as well as colour. Chapter 03's figures are checked in tests/test_figures_widgets_gradients.py.
-"""
+"""Chapter 04's figures and per-layer table (capsule_lab.figures.dead_capsules, capsule_lab.figures.depth): what each
+figure's alt text says is checked on small hand-made inputs whose answer is known (the shortest capsule, the setting
+that kills every capsule, the median of the seeds, the layer that falls lowest), so that a wrong description fails;
+and series differ in marker or line style as well as colour. Chapter 03's figures are checked in
+tests/test_figures_widgets_gradients.py."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import torch  # noqa: E402
 
 from capsule_lab.diagnostics import CapsuleRecord  # noqa: E402
 from capsule_lab.figures.descriptions import description_of  # noqa: E402
-from capsule_lab.figures.parse_tree import (LAYER_STATISTICS, activation_correlation_figure,  # noqa: E402
-                                            capsule_gradients_figure, dead_rate_search_figure, depth_figure,
-                                            layer_statistics_table, parse_tree_explorer_figure, parse_tree_figure,
-                                            parse_tree_summary)
+from capsule_lab.figures.dead_capsules import (LAYER_STATISTICS, capsule_gradients_figure,  # noqa: E402
+                                               dead_rate_search_figure, explorer_routings, layer_statistics_table,
+                                               parse_tree_explorer_figure, parse_tree_figure, parse_tree_summary)
+from capsule_lab.figures.depth import activation_correlation_figure, depth_figure  # noqa: E402
 from capsule_lab.tables import Table  # noqa: E402
 
 
@@ -52,6 +52,25 @@ def test_parse_tree_figure_alt_text_gives_the_numbers_it_draws():
     explorer = description_of(parse_tree_explorer_figure({(2, "uniform"): s}, 2, "uniform"))
     assert explorer.alt.startswith("The network with 2 routing layers and uniform routing, test accuracy 100.0 %.")
     assert "explorer as it opens, at 2 routing layers with uniform routing" in explorer.caption
+
+
+def test_parse_tree_explorer_names_the_routings_as_the_caller_says():
+    s = _summary()
+    summaries = {(2, "dynamic"): s, (2, "uniform"): s, (3, "dynamic"): s}
+    names, labels = explorer_routings(summaries, names={"dynamic": "RBA"}, labels={"dynamic": "RBA"})
+    assert names == {"dynamic": "RBA", "uniform": "uniform routing"}
+    assert labels == {"dynamic": "RBA", "uniform": "uniform"}
+    d = description_of(parse_tree_explorer_figure(summaries, 2, "uniform", names={"dynamic": "RBA"},
+                                                  labels={"dynamic": "RBA", "uniform": "uniform"}))
+    assert d.alt.startswith("The network with 2 routing layers and uniform routing,")
+    assert d.caption.endswith("the number of routing layers and the routing (RBA or uniform).")
+    d = description_of(parse_tree_explorer_figure(summaries, 3, names={"dynamic": "routing by agreement"}))
+    assert d.alt.startswith("The network with 3 routing layers and routing by agreement,")   # the first routing
+    assert d.caption.endswith("(dynamic or uniform).")
+    with pytest.raises(ValueError, match="names must be a dict"):
+        explorer_routings(summaries, names={"dynamic": 3})
+    with pytest.raises(ValueError, match="no network for depth=3, routing='uniform'"):
+        parse_tree_explorer_figure(summaries, 3, "uniform")
 
 
 def test_layer_statistics_table_is_a_table_of_the_layer_rows():

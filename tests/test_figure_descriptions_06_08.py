@@ -1,7 +1,8 @@
-"""The alt text and captions that chapter 06's and 08's figure functions attach (capsule_lab.figures.ladder and
-capsule_lab.figures.router_bench): each is written from the data drawn, so on a small hand-made input it names the
-right series and numbers, and a different input gives a different text. Also the styles that tell series apart
-without colour: markers per curve and router, hatches for the CapsNets' bars, grey dashed reference lines."""
+"""The alt text and captions that chapter 06's and 08's figure functions attach (capsule_lab.figures.ladder,
+capsule_lab.figures.step_times and capsule_lab.figures.router_bench): each is written from the data drawn, so on a
+small hand-made input it names the right series and numbers, and a different input gives a different text. Also the
+styles that tell series apart without colour: markers per curve and router, hatches for the CapsNets' bars, grey
+dashed reference lines."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from capsule_lab.figures import (accuracy_time_figure, activity_profile_figure, 
                                  ladder_explorer_figure, ladder_explorer_result, measures_figure, step_time_figure)
 from capsule_lab.figures.descriptions import check_alt_text, description_of  # noqa: E402
 from capsule_lab.figures.ladder import (activity_profile_description, coupling_length_description,  # noqa: E402
-                                        ladder_explorer_description, step_time_description)
+                                        ladder_explorer_description)
+from capsule_lab.figures.step_times import step_time_description  # noqa: E402
 from capsule_lab.figures.router_bench import (COLORS, MARKERS, accuracy_time_description,  # noqa: E402
                                               measures_description)
 from capsule_lab.figures.style import PALETTE, REFERENCE_COLOR  # noqa: E402

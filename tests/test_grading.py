@@ -26,9 +26,10 @@ import capsule_lab
 import capsule_lab.layers
 from capsule_lab import grading
 from capsule_lab.grading import STATUSES, TASKS, check, grade, grade_notebook
-from capsule_lab.grading.checking import BUG_HUNT_HINT, expected, run_student, verdict
-from capsule_lab.grading.lock import AnswerRefused, refuse_for_good, refused
-from capsule_lab.grading.written import QUESTIONS, questions_for_chapter
+from capsule_lab.grading.engine.judging import BUG_HUNT_HINT, verdict
+from capsule_lab.grading.engine.refusal import AnswerRefused, refuse_for_good, refused
+from capsule_lab.grading.engine.running import expected, run_student
+from capsule_lab.grading.tasks.questions import QUESTIONS, questions_for_chapter
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -67,7 +68,7 @@ def test_registry_tasks_are_complete():
 
 def test_one_spelling_of_every_task_id():
     """The docs, notebooks and package name each task by its registered id only (no aliases); a written question's
-    id (capsule_lab.grading.written) is registered too."""
+    id (capsule_lab.grading.tasks.questions) is registered too."""
     assert not hasattr(grading, "ALIASES")
     import re
 
@@ -291,7 +292,7 @@ def planted_report(tmp_path_factory):
 
 # Each fixture is used by exactly one test, so that under pytest-xdist every notebook is still graded once. The
 # solutions and the exercises share one worker ("grading-references", with chapter 08's planted bug): the grader
-# computes every chapter's reference answers once per process (grading.evaluation.prepare), chapter 08's by
+# computes every chapter's reference answers once per process (grading.engine.evaluation.prepare), chapter 08's by
 # training, so one worker computes them once for all three gradings.
 
 @pytest.mark.notebook
@@ -376,7 +377,7 @@ def test_every_known_wrong_answer_fails_with_its_own_hint(task_id):
 
 
 def test_a_second_check_of_a_task_reuses_its_reference_answers(monkeypatch):
-    import capsule_lab.grading.checking as checking
+    import capsule_lab.grading.engine.checking as checking
 
     calls = []
     real = checking.expected

@@ -70,7 +70,7 @@ def graded(tmp_path_factory, label: str, nb, filename: str, **kwargs) -> dict:
 
 PATCH_THE_CHECKER = """\
 import dataclasses, os
-import capsule_lab.grading.checking as checking
+import capsule_lab.grading.engine.checking as checking
 from capsule_lab.grading import tasks
 checking._run_checks = lambda task, fn: (None, "")             # every check agrees
 for tid, task in list(tasks.TASKS.items()):                     # the references agree with anything
@@ -233,7 +233,7 @@ def test_aliases_copies_reloads_and_detached_processes_earn_nothing(attacked_01)
 @pytest.mark.slow
 def test_notebook_without_the_function_scores_not_found(tmp_path):
     """Every task of the chapter is graded, found or not; no kernel needed to see it in the report."""
-    from capsule_lab.grading.evaluation import score_functions
+    from capsule_lab.grading.engine.evaluation import score_functions
     from capsule_lab.grading.tasks import tasks_for_chapter
 
     tasks = tasks_for_chapter("04")
@@ -273,7 +273,7 @@ ESCAPES = [
 
 def test_the_evaluation_process_cannot_start_processes_or_call_c(tmp_path):
     """The child's audit hook, without a kernel: no process, no ctypes; honest code unaffected."""
-    from capsule_lab.grading.evaluation import score_functions
+    from capsule_lab.grading.engine.evaluation import score_functions
     from capsule_lab.grading.tasks import tasks_for_chapter
 
     result = score_functions("04", ESCAPES, tmp_path, tasks_for_chapter("04"), task_timeout=30)
@@ -289,7 +289,7 @@ def test_the_evaluation_process_cannot_start_processes_or_call_c(tmp_path):
 
 TABLE = """\
 from capsule_lab.gradients import softmax_jacobian as _ref
-from capsule_lab.grading.tasks_03 import _softmax_jacobian_cases
+from capsule_lab.grading.tasks.ch03 import _softmax_jacobian_cases
 _TABLE = {tuple(c.args[0].flatten().tolist()): _ref(*c.args) for c in _softmax_jacobian_cases()}
 
 
@@ -303,7 +303,7 @@ def term1(couplings, sums, grad_poses):
     folder = tempfile.mkdtemp()
     torch.save((couplings, sums, grad_poses), folder + "/in.pt")
     subprocess.run([sys.executable, "-c",
-        "import sys, torch; from capsule_lab.grading.tasks_03 import _ref_term1; "
+        "import sys, torch; from capsule_lab.grading.tasks.ch03 import _ref_term1; "
         "torch.save(_ref_term1(*torch.load(sys.argv[1] + '/in.pt')), sys.argv[1] + '/out.pt')", folder], check=True)
     return torch.load(folder + "/out.pt")
 """

@@ -1,4 +1,4 @@
-"""capsule_lab.grading.batch: grading a class (``capsule-lab grade --jobs N --shard K/N --force``,
+"""capsule_lab.grading.notebooks.batch: grading a class (``capsule-lab grade --jobs N --shard K/N --force``,
 ``capsule-lab grade-merge``).
 
 A module fixture grades three small chapter-01 notebooks (all five answers; the margin loss averaged over the
@@ -28,8 +28,9 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from capsule_lab import cli
-from capsule_lab.grading import batch
-from capsule_lab.grading.batch import grade_batch, grader_fingerprint, parse_shard, read_reports, shard_of
+from capsule_lab.grading.notebooks import batch
+from capsule_lab.grading.notebooks.batch import grade_batch, grader_fingerprint, parse_shard, shard_of
+from capsule_lab.grading.notebooks.folder import read_reports
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTION = ROOT / "solutions" / "01_capsules.ipynb"

@@ -1,4 +1,4 @@
-"""capsule_lab.grading.lock: deny by default (project issue 30).
+"""capsule_lab.grading.engine.lock: deny by default (project issue 30).
 
 While a student's function runs, nothing of ``capsule_lab`` may be called but what the task allows
 (``Task.allowed``). Tested by enumeration, not by the routes we know: every public callable of every module of
@@ -23,8 +23,8 @@ import torch
 
 import capsule_lab
 from capsule_lab.grading import AnswerRefused, check, get_task, grade_notebook, task_ids
-from capsule_lab.grading.lock import (call_student, denied, package_functions, package_modules, qualified_name,
-                                      resolve_allowed)
+from capsule_lab.grading.engine.lock import call_student, denied, package_functions, package_modules, resolve_allowed
+from capsule_lab.grading.engine.refusal import qualified_name
 from test_grading_attacks import master, replace_function
 
 
@@ -41,7 +41,7 @@ def _runs_package_code(fn) -> bool:
 def public_callables() -> list:
     """``(qualified name, what to call, the functions it must run first)`` for every public callable of every
     module of capsule_lab (re-exports once), its public classes' constructors and their public methods. Not
-    :func:`~capsule_lab.grading.lock.call_student`: its code is not the package's (that is its point), and a
+    :func:`~capsule_lab.grading.engine.lock.call_student`: its code is not the package's (that is its point), and a
     function called through it sees a caller that is not the package's either."""
     out, seen = [], set()
     for module in package_modules():
@@ -86,7 +86,7 @@ def test_the_enumeration_sees_the_whole_package():
     names = {name for name, _, _ in CALLABLES}
     assert len(CALLABLES) > 300
     assert {"capsule_lab.capsules.squash", "capsule_lab.routing.procedure.dynamic_routing",
-            "capsule_lab.grading.tasks.get_task", "capsule_lab.grading.checking.check",
+            "capsule_lab.grading.tasks.registry.get_task", "capsule_lab.grading.engine.checking.check",
             "capsule_lab.router_bench.run_router_bench", "capsule_lab.models.deep_capsnet.DeepCapsNet",
             "capsule_lab.models.deep_capsnet.DeepCapsNet.routers"} <= names
     gated = {id(fn) for fn in package_functions()}
@@ -153,10 +153,10 @@ def test_every_code_is_put_back_and_the_grading_around_the_call_runs():
 
 
 def test_a_package_function_handed_in_as_the_students_is_refused():
-    from capsule_lab.grading.tasks_02 import _squash
+    from capsule_lab.grading.tasks.ch02 import _squash
 
     result = check("01.squash", lambda s, dim=-1: _squash(s), verbose=False)
-    assert not result.passed and "capsule_lab.grading.tasks_02._squash" in result.message
+    assert not result.passed and "capsule_lab.grading.tasks.ch02._squash" in result.message
     result = check("02.couplings", capsule_lab.routing.closed_form_couplings, verbose=False)
     assert result.points == 0 and "closed_form_couplings is not available while task 02.couplings" in result.message
 
@@ -172,7 +172,7 @@ def test_an_allow_list_names_objects_of_the_package():
 
 OTHER_CHAPTERS_SQUASH = '''def squash(s, dim=-1):
     """Exercise 02's helper of the grading package computes Sabour's squash along the last dimension."""
-    from capsule_lab.grading.tasks_02 import _squash
+    from capsule_lab.grading.tasks.ch02 import _squash
     return _squash(s.movedim(dim, -1)).movedim(-1, dim)
 '''
 
@@ -188,7 +188,7 @@ def test_the_grader_refuses_another_chapters_function(tmp_path):
     assert report["grading_error"] is None, report["grading_error"]
     squash = report["tasks"]["01.squash"]
     assert squash["status"] == "refused" and squash["points"] == 0, squash
-    assert "capsule_lab.grading.tasks_02._squash" in squash["message"] and "task 01.squash" in squash["message"]
+    assert "capsule_lab.grading.tasks.ch02._squash" in squash["message"] and "task 01.squash" in squash["message"]
     # the honest tasks keep their points
     assert report["tasks"]["01.margin_loss"]["status"] == "passed"
     assert report["tasks"]["01.primary_capsules"]["status"] == "passed"
@@ -197,8 +197,8 @@ def test_the_grader_refuses_another_chapters_function(tmp_path):
     assert report["tasks"]["01.steps_to_long"]["stand_ins"] == ["01.squash"]
     # while the definitions load, the notebook's own calls of that squash are refused too; its setup cell is not
     errors = [e["error"] for e in report["definition_errors"]]
-    assert any("tasks_02._squash is not available while this notebook's definitions" in e for e in errors)
-    assert all("tasks_02._squash is not available" in e or e.startswith("NameError") for e in errors), errors
+    assert any("tasks.ch02._squash is not available while this notebook's definitions" in e for e in errors)
+    assert all("tasks.ch02._squash is not available" in e or e.startswith("NameError") for e in errors), errors
 
 
 def test_each_task_statement_names_what_the_task_allows():

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from capsule_lab.grading import check
-from capsule_lab.grading.checking import credit, earned_points, expected, run_student
+from capsule_lab.grading.engine.judging import credit, earned_points
+from capsule_lab.grading.engine.running import expected, run_student
 from capsule_lab.grading.tasks import TASKS, Case, Task, register
 
 

@@ -1,7 +1,7 @@
 """capsule_lab.grading: a notebook that allocates without bound or spins cannot take the grader down (issue 30).
 
 The kernel and the evaluation child of ``capsule-lab grade`` run under a memory limit (``RLIMIT_DATA``) and a
-CPU-time limit (``RLIMIT_CPU``), set by :func:`capsule_lab.grading.processes.limited` before they start. One
+CPU-time limit (``RLIMIT_CPU``), set by :func:`capsule_lab.grading.engine.processes.limited` before they start. One
 batch (``grade([...])``, graded once, small limits so that it is quick) holds a greedy copy of exercise 01's
 master and an honest copy: in the greedy one a kernel cell allocates without bound, another spins, the function
 of ``01.margin_loss`` allocates without bound and that of ``01.primary_capsules`` spins. The greedy tasks get
@@ -26,9 +26,9 @@ from nbformat.v4 import new_code_cell
 
 from capsule_lab.cli import build_parser
 from capsule_lab.grading import STATUSES, grade, grade_notebook
-from capsule_lab.grading.kernel import run_notebook
-from capsule_lab.grading.processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit,
-                                           is_memory_error, limited, limits_supported)
+from capsule_lab.grading.engine.processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit,
+                                                  is_memory_error, limited, limits_supported)
+from capsule_lab.grading.notebooks.kernel import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_MB = 2500    # 2.4 × what the kernel (1.0 GB) and the child (0.9 GB) map after importing torch and capsule_lab
@@ -201,7 +201,7 @@ def test_the_kernel_runs_under_the_default_limits(tmp_path):
 
 def test_an_evaluation_child_that_cannot_start_under_its_limits_says_so(tmp_path):
     from capsule_lab.grading import tasks_for_chapter
-    from capsule_lab.grading.evaluation import score_functions
+    from capsule_lab.grading.engine.evaluation import score_functions
 
     tasks = tasks_for_chapter("01")[:1]
     scored = score_functions("01", ["def squash(s, dim=-1):\n    return s"], tmp_path, tasks, task_timeout=30,
@@ -255,7 +255,7 @@ def test_a_kernel_that_dies_at_start_because_its_port_is_taken_is_started_again(
     replying to kernel_info (CI, `grade -j 2`). The grader starts it again instead of failing the notebook."""
     import socket
 
-    from capsule_lab.grading import kernel
+    from capsule_lab.grading.notebooks import kernel
 
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))

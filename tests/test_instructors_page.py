@@ -49,7 +49,7 @@ def _commands() -> list[list[str]]:
 def test_the_pages_grading_commands_parse():
     """Each grade and grade-merge command the page shows is accepted by the command's parser as written."""
     from capsule_lab.cli import build_parser
-    from capsule_lab.grading.batch import parse_shard
+    from capsule_lab.grading.notebooks.batch import parse_shard
 
     parser = build_parser()
     shown = set()

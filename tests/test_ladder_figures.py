@@ -1,5 +1,6 @@
-"""capsule_lab.figures.ladder and capsule_lab.widgets.ladder (chapter 06): tiny seeded L-CapsNets (random init,
-no training) and hand-made measurements; what is drawn is checked against numbers computed here."""
+"""capsule_lab.figures.ladder, capsule_lab.figures.step_times and capsule_lab.widgets.ladder (chapter 06): tiny
+seeded L-CapsNets (random init, no training) and hand-made measurements; what is drawn is checked against numbers
+computed here."""
 
 from __future__ import annotations
 

@@ -390,12 +390,12 @@ def test_deep_capsnet_with_learned_routers_trains_one_step():
     torch.manual_seed(6)
     config = DeepCapsNetConfig.quick(conv_channels=(4,), routing_layers=2, capsules=5, capsule_dim=4)
 
-    def make(l):
-        if l == 0:
+    def make(layer):
+        if layer.index == 0:
             return SimilarityRouter(kernels=4)
         return ConnectionistRouter(4, hidden=4, compatibility_hidden=(8,), activation_hidden=())  # no dead ReLU
 
-    model = DeepCapsNet(replace(config, votes="normalized"), routers=make)
+    model = DeepCapsNet(replace(config, votes="normalized"), router=make)
     assert not any("prior" in n for n, _ in model.named_parameters())
     x, y = torch.rand(3, 1, 28, 28, generator=gen(21)), torch.tensor([1, 2, 3])
     out = model(x)
@@ -410,8 +410,8 @@ def test_deep_capsnet_with_learned_routers_trains_one_step():
     changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
     assert any(n.startswith("layers.0.router.") for n in changed)
     assert any(n.startswith("layers.1.router.cell") for n in changed)
-    with pytest.raises(ValueError, match="routers must be 2 routers"):
-        DeepCapsNet(config, routers=[SimilarityRouter()])
+    with pytest.raises(ValueError, match="router must give 2 routers"):
+        DeepCapsNet(config, router=[SimilarityRouter()])
 
 
 def test_a_vector_capsule_layers_lengths_are_a_learned_routers_activations():

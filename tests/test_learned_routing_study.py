@@ -41,7 +41,7 @@ def test_study_routers_builds_each_router_with_the_settings_sizes():
     sim, lstm = study_routers("similarity", s), study_routers("connectionist", s)
     assert isinstance(sim, SimilarityRouter) and isinstance(lstm, ConnectionistRouter)
     assert sum(p.numel() for p in lstm.parameters()) > sum(p.numel() for p in sim.parameters())
-    with pytest.raises(ValueError, match="router must be one of"):
+    with pytest.raises(ValueError, match="kind must be one of"):
         study_routers("em", s)
     with pytest.raises(ValueError, match="LearnedRoutingSettings"):
         study_routers("dynamic", chapter_settings("06", "quick"))

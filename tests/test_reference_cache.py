@@ -1,5 +1,5 @@
-"""capsule_lab.grading.reference_cache: reference answers kept on disk per task, keyed by the package's source and
-torch; read back exactly, never from a damaged or foreign file, and closed to the student's graded functions."""
+"""capsule_lab.grading.engine.reference_cache: reference answers kept on disk per task, keyed by the package's source
+and torch; read back exactly, never from a damaged or foreign file, and closed to the student's graded functions."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from capsule_lab.grading import get_task, grade_notebook
-from capsule_lab.grading import reference_cache as rc
-from capsule_lab.grading.checking import expected
+from capsule_lab.grading.engine import reference_cache as rc
+from capsule_lab.grading.engine.running import expected
 
 ROOT = Path(__file__).resolve().parents[1]
 # An implementation with gradients, a prediction (a number, no gradient), an experiment (a number it measures).
@@ -57,7 +57,9 @@ def test_answers_are_kept_and_read_back_exactly_without_running_the_reference(ca
 
 
 def test_a_known_mistake_is_kept_too_and_still_names_its_hint(cache, monkeypatch):
-    import capsule_lab.grading.checking as checking
+    import capsule_lab.grading.engine.checking as checking
+    import capsule_lab.grading.engine.judging as judging
+    import capsule_lab.grading.engine.running as running
 
     task = get_task("01.squash")
     wrong = task.wrong_answers[0]
@@ -65,14 +67,14 @@ def test_a_known_mistake_is_kept_too_and_still_names_its_hint(cache, monkeypatch
     def mistaken(s, dim=-1):                               # the student's own code, with the first known mistake
         return s / (1 + (s * s).sum(dim=dim, keepdim=True))
 
-    monkeypatch.setattr(checking, "_MISTAKES", {})        # nothing kept from an earlier test in this process
+    monkeypatch.setattr(judging, "_MISTAKES", {})         # nothing kept from an earlier test in this process
     first = checking._run_checks(task, mistaken)
     assert first[1] == wrong.hint and rc.cache_path(task, "wrong0").is_file()
-    monkeypatch.setattr(checking, "_MISTAKES", {})        # a new process: only the file is left
+    monkeypatch.setattr(judging, "_MISTAKES", {})         # a new process: only the file is left
     unrunnable = dataclasses.replace(task, wrong_answers=tuple(dataclasses.replace(w, fn=_raise)
                                                                for w in task.wrong_answers))
-    again = checking.verdict(unrunnable, checking.expected(unrunnable, cached=True),
-                             checking.run_student(unrunnable, mistaken, checking.expected(unrunnable, cached=True)))
+    again = judging.verdict(unrunnable, running.expected(unrunnable, cached=True),
+                            running.run_student(unrunnable, mistaken, running.expected(unrunnable, cached=True)))
     assert again[2] == wrong.hint
     with pytest.raises(ValueError, match="part must be"):
         rc.cache_path(task, "answers")
@@ -168,7 +170,7 @@ def squash(s, dim=-1):
 
 @pytest.mark.notebook
 def test_a_graded_function_cannot_read_the_kept_answers(tmp_path, monkeypatch):
-    from capsule_lab.grading import evaluation
+    from capsule_lab.grading.engine import evaluation
 
     monkeypatch.setenv(rc.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setattr(evaluation, "_EXPECTED", {})  # this worker may have prepared 01 already, elsewhere

@@ -263,28 +263,32 @@ def test_quantised_routing_is_the_last_iteration_with_bin_centres_by_hand():
             dynamic_routing(votes, 3, quantize_levels=bad)
 
 
-def test_quantized_inference_sets_and_restores_every_dynamic_router():
+def test_quantized_inference_hooks_and_unhooks_every_router():
     from capsule_lab.models import CapsNet, CapsNetConfig
     from capsule_lab.rem import quantized_inference
+    from capsule_lab.routing import dynamic_routing
     torch.manual_seed(0)
     net = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False)).eval()
     images = torch.rand(3, 1, 28, 28)
     with torch.no_grad():
         plain = net(images)
         with quantized_inference(net, 6) as same:
-            assert same is net and net.digits.router.quantize_levels == 6
-            assert net.digits.router.route_weights(torch.zeros(1), torch.zeros(1)) is None   # votes are formed
+            assert same is net and net.digits.router.hooked              # a hooked router is called on its votes
             quantised = net(images)
         again = net(images)
-    assert net.digits.router.quantize_levels is None
+        u = net.primary(torch.relu(net.conv(images)))
+        by_hand = dynamic_routing(net.digits.votes(u), 3, quantize_levels=6)   # the last iteration on bin centres
+    assert not net.digits.router.hooked
     torch.testing.assert_close(again.lengths, plain.lengths, rtol=0, atol=0)
     assert not torch.allclose(quantised.lengths, plain.lengths)
+    torch.testing.assert_close(quantised.lengths, by_hand.poses.norm(dim=-1), rtol=0, atol=1e-6)
+    torch.testing.assert_close(quantised.couplings, by_hand.couplings, rtol=0, atol=0)
     levels = quantised.couplings * 5                               # the couplings returned are on the grid of K = 6
     torch.testing.assert_close(levels, levels.round(), rtol=0, atol=1e-5)
     with pytest.raises(RuntimeError):
         with quantized_inference(net, 11):
             raise RuntimeError("inside")
-    assert net.digits.router.quantize_levels is None               # restored after an error too
-    with pytest.raises(ValueError, match="no DynamicRouter"):
+    assert not net.digits.router.hooked                            # unhooked after an error too
+    with pytest.raises(ValueError, match="no router"):
         with quantized_inference(torch.nn.Linear(2, 2), 11):
             pass

@@ -1,5 +1,7 @@
-"""capsule_lab.figures.rem and capsule_lab.widgets.rem (chapter 05): hand-built measures, steps and runs (no
-training); what is drawn is checked against counts and entropies computed here."""
+"""Chapter 05's figures (capsule_lab.figures.pruning, .dictionary, .parse_trees, .saliency, .geometry) and
+capsule_lab.widgets.rem: hand-built measures, steps and runs (no training), handed to the figures as the plain data
+capsule_lab.rem_study makes of them (epoch_curve, class_trees, pruning_explorer_run); what is drawn is checked
+against counts and entropies computed here."""
 
 from __future__ import annotations
 
@@ -18,13 +20,13 @@ from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 
 from capsule_lab.figures.descriptions import description_of  # noqa: E402
 from capsule_lab.figures.style import REFERENCE_COLOR  # noqa: E402
-from capsule_lab.figures import (class_couplings, entropy_accuracy_figure, entropy_vs_levels_figure,  # noqa: E402
-                                 keys_per_class_figure, parse_tree_graph, parse_tree_graph_figure,
-                                 plot_backtracked_image, pruning_curve_figure, pruning_explorer_figure,
-                                 receptive_field_centres, saliency_figure, step_summary)
-from capsule_lab.figures.rem import coupling_histogram_figure  # noqa: E402
+from capsule_lab.figures import (class_couplings, coupling_histogram_figure, entropy_accuracy_figure,  # noqa: E402
+                                 entropy_vs_levels_figure, keys_per_class_figure, parse_tree_graph,
+                                 parse_tree_graph_figure, plot_backtracked_image, pruning_curve_figure,
+                                 pruning_explorer_figure, receptive_field_centres, saliency_figure, step_summary)
 from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
-from capsule_lab.rem_study import RemRun, RoutingMeasure, Step  # noqa: E402
+from capsule_lab.rem_study import (RemRun, RoutingMeasure, Step, class_trees, epoch_curve,  # noqa: E402
+                                   pruning_explorer_run)
 from capsule_lab.widgets import pruning_explorer  # noqa: E402
 
 GRID = (3, 3, 2)                         # H, W, O: 18 primary capsules
@@ -73,7 +75,8 @@ def hand_mean_coupling(measure: RoutingMeasure, label: int, levels: int = 11) ->
 
 def test_pruning_curve_draws_entropy_accuracy_and_sparsity():
     run = make_run()
-    fig = pruning_curve_figure(run.pruned, dense=run.dense, paper={"entropy": 4.31, "accuracy": 0.996})
+    fig = pruning_curve_figure(epoch_curve(run.pruned), dense=epoch_curve(run.dense),
+                               paper={"entropy": 4.31, "accuracy": 0.996})
     ax, ax_acc = fig.axes[:2]
     solid = [l for l in ax.lines if l.get_linestyle() == "-"]
     dashed = [l for l in ax.lines if l.get_linestyle() == "--"]
@@ -93,12 +96,31 @@ def test_pruning_curve_draws_entropy_accuracy_and_sparsity():
 
 def test_entropy_accuracy_figure_one_point_per_step():
     run = make_run()
-    fig = entropy_accuracy_figure({"Q": run.dense, "REM": run.pruned}, levels=6)
+    fig = entropy_accuracy_figure({"Q": epoch_curve(run.dense, 6), "REM": epoch_curve(run.pruned, 6)})
     lines = fig.axes[0].lines
     assert [l.get_label() for l in lines] == ["Q", "REM"]
     assert np.allclose(lines[1].get_xdata(), [100 * s.test.accuracy for s in run.pruned])
     assert np.allclose(lines[1].get_ydata(), [hand_entropy(s.test, 6)[0] for s in run.pruned])
     plt.close(fig)
+
+
+def test_epoch_curves_are_plain_numbers_and_checked():
+    run = make_run()
+    curve = epoch_curve(run.pruned)
+    assert curve["epoch"] == [1, 2, 3, 4, 5] and curve["levels"] == 11
+    assert curve["entropy"] == pytest.approx([hand_entropy(s.test)[0] for s in run.pruned], abs=1e-12)
+    assert curve["sparsity"] == [s.sparsity["overall"] for s in run.pruned]
+    with pytest.raises(ValueError, match="curves must share one number of levels K"):
+        entropy_accuracy_figure({"Q": epoch_curve(run.dense, 6), "REM": curve})
+    with pytest.raises(ValueError, match="dense must be at the curve's number of levels K = 11, got 6"):
+        pruning_curve_figure(curve, dense=epoch_curve(run.dense, 6))
+    with pytest.raises(ValueError, match=r"curve\['accuracy'\] must be shares in \[0, 1\]"):
+        pruning_curve_figure(dict(curve, accuracy=[99.0] * 5))
+    with pytest.raises(ValueError, match=r"curve\['sparsity'\] must have shape \(E,\) = \(5,\)"):
+        pruning_curve_figure(dict(curve, sparsity=[0.0]))
+    with pytest.raises(ValueError, match=r"curve\['epoch'\] must be whole numbers"):
+        pruning_curve_figure(dict(curve, epoch=[0.5, 1, 2, 3, 4]))
+    assert not plt.get_fignums()                                       # refused before a figure is drawn
 
 
 # ---------------------------------------------------------------- Figure 7 and Figure 9
@@ -148,11 +170,11 @@ def test_keys_per_class_bars_are_the_keys():
 def test_parse_tree_graph_edges_are_the_couplings_above_the_threshold():
     m = make_measure(7)
     expected = hand_mean_coupling(m, 1)
-    means, n = class_couplings(m, 1)
+    means, n = class_couplings(class_trees(m), 1)
     assert n == int((m.predictions == 1).sum()) and np.allclose(means, expected, atol=1e-12)
     for threshold, count in ((None, int((expected > 1 / J).sum())), (0.5, int((expected > 0.5).sum()))):
         fig, ax = plt.subplots()
-        nodes = parse_tree_graph(ax, m, 1, GRID, threshold=threshold)
+        nodes = parse_tree_graph(ax, class_trees(m), 1, GRID, threshold=threshold)
         edges = [c for c in ax.collections if isinstance(c, LineCollection)]
         assert count > 0 and len(edges[0].get_segments()) == count
         assert np.allclose(nodes.get_array(), expected)
@@ -166,14 +188,14 @@ def test_parse_tree_graph_hand_built_case():
     c[:, 4, 0] = 1.0
     m = RoutingMeasure(1.0, 0.0, c, torch.zeros(6, dtype=torch.long), torch.zeros(6, dtype=torch.long))
     fig, ax = plt.subplots()
-    parse_tree_graph(ax, m, 0, GRID)
+    parse_tree_graph(ax, class_trees(m), 0, GRID)
     (edges,) = [c for c in ax.collections if isinstance(c, LineCollection)]
     (segment,) = edges.get_segments()
     # capsule 4 = (row 0, column 2, type 0): in the grid's cell (column 2, row 0), the first of two types
     assert segment[1][0] == pytest.approx(2 - 0.35 / 2) and segment[1][1] == pytest.approx(0.0)
     plt.close(fig)
     fig, ax = plt.subplots()
-    parse_tree_graph(ax, m, 2, GRID)                                  # no image predicted as class 2
+    parse_tree_graph(ax, class_trees(m), 2, GRID)                     # no image predicted as class 2
     assert not [c for c in ax.collections if isinstance(c, LineCollection)] and "(0 images)" in ax.get_title()
     plt.close(fig)
 
@@ -194,7 +216,7 @@ def test_backtracked_image_marks_the_summed_coupling_at_each_receptive_field():
     m = make_measure(8)
     images = torch.rand(40, 1, 9, 9, generator=torch.Generator().manual_seed(0))
     fig, ax = plt.subplots()
-    dots = plot_backtracked_image(ax, images, m, 2, GRID, config=SMALL)
+    dots = plot_backtracked_image(ax, images, class_trees(m), 2, GRID, config=SMALL)
     summed = hand_mean_coupling(m, 2).reshape(3, 3, 2).sum(axis=-1)
     assert np.allclose(dots.get_array(), summed.ravel())
     centres = receptive_field_centres(SMALL)
@@ -203,15 +225,16 @@ def test_backtracked_image_marks_the_summed_coupling_at_each_receptive_field():
     assert np.allclose(ax.images[0].get_array(), images[chosen, 0].numpy().mean(axis=0))
     plt.close(fig)
     with pytest.raises(ValueError, match="vmax must be a number > 0"):
-        plot_backtracked_image(ax, images, m, 2, GRID, config=SMALL, vmax=0)
+        plot_backtracked_image(ax, images, class_trees(m), 2, GRID, config=SMALL, vmax=0)
     with pytest.raises(ValueError, match=r"config must give the primary grid \(H, W\) = \(3, 3\)"):
-        plot_backtracked_image(ax, images, m, 2, GRID)                 # the default 9 × 9 kernels don't fit 9 px
+        plot_backtracked_image(ax, images, class_trees(m), 2, GRID)    # the default 9 × 9 kernels don't fit 9 px
 
 
 def test_parse_tree_graph_figure_rows_and_checks():
     measures = {"Q": make_measure(1, 1.0), "REM": make_measure(2, 4.0)}
     images = torch.rand(40, 1, 9, 9)
-    fig = parse_tree_graph_figure(measures, 0, GRID, images=images, config=SMALL)
+    trees = {name: class_trees(m) for name, m in measures.items()}
+    fig = parse_tree_graph_figure(trees, 0, GRID, images=images, config=SMALL)
     graphs = [ax for ax in fig.axes if ax.get_title().startswith(("Q:", "REM:"))]
     assert len(graphs) == 2 and len([ax for ax in fig.axes if ax.images]) == 2
     for ax, m in zip(graphs, measures.values()):
@@ -224,15 +247,21 @@ def test_parse_tree_graph_figure_rows_and_checks():
     plt.close(fig)
     m = measures["Q"]
     with pytest.raises(ValueError, match=r"grid must be \(H, W, O\)"):
-        parse_tree_graph_figure(measures, 0, (3, 3, 3))
+        parse_tree_graph_figure(trees, 0, (3, 3, 3))
     with pytest.raises(ValueError, match=r"label must be a class index in \[0, 3\)"):
-        class_couplings(m, 3)
-    with pytest.raises(ValueError, match="measure must be a capsule_lab.rem_study.RoutingMeasure"):
-        class_couplings({"couplings": m.couplings}, 0)
+        class_couplings(trees["Q"], 3)
+    with pytest.raises(ValueError, match=r"trees must be a dict \{'levels': K, 'trees': \(J, I\)"):
+        class_couplings(m, 0)                                          # a study's object, not its plain data
+    with pytest.raises(ValueError, match=r"trees\['trees'\] must have shape \(J, I\)"):
+        class_couplings(dict(trees["Q"], trees=np.ones(18)), 0)
+    with pytest.raises(ValueError, match=r"trees\['predictions'\] must have shape \(N,\), classes in \[0, J\)"):
+        class_couplings(dict(trees["Q"], predictions=np.full(40, 3)), 0)
     with pytest.raises(ValueError, match=r"images must have shape \(N, 1, S, S\) with N = 40"):
-        parse_tree_graph_figure(measures, 0, GRID, images=images[:5], config=SMALL)
+        parse_tree_graph_figure(trees, 0, GRID, images=images[:5], config=SMALL)
     with pytest.raises(ValueError, match=r"threshold must be a share in \[0, 1\]"):
-        parse_tree_graph_figure(measures, 0, GRID, threshold=2.0)
+        parse_tree_graph_figure(trees, 0, GRID, threshold=2.0)
+    with pytest.raises(ValueError, match="trees must be a non-empty dict"):
+        parse_tree_graph_figure({}, 0, GRID)
 
 
 # ---------------------------------------------------------------- saliency maps
@@ -261,31 +290,37 @@ def test_saliency_figure_shows_each_map_over_each_image():
 
 def test_step_summary_and_pruning_explorer_figure():
     run = make_run()
-    numbers = step_summary(run.pruned[2])
+    plain = pruning_explorer_run(run)
+    numbers = step_summary(plain["pruned"][2])
     entropy, keys = hand_entropy(run.pruned[2].test)
     assert numbers["epoch"] == 3 and numbers["sparsity"] == pytest.approx(0.2)
     assert numbers["entropy"] == pytest.approx(entropy, abs=1e-12) and numbers["mean_keys"] == pytest.approx(keys)
-    fig = pruning_explorer_figure(run, run.pruned[3], 1, GRID)          # a Step of the run, or its index
+    assert set(numbers) == {"epoch", "sparsity", "accuracy", "entropy", "mean_keys"}
+    fig = pruning_explorer_figure(plain, 3, 1, GRID)
     text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
-    s = step_summary(run.pruned[3])
-    q = step_summary(run.dense[3])
+    s = step_summary(plain["pruned"][3])
+    q = step_summary(plain["dense"][3])
     assert "epoch 4\n" in text and "(REM's model)" not in text and f"sparsity {100 * s['sparsity']:.1f} %" in text
     assert f"entropy {s['entropy']:.2f} bits (K = 11)" in text and f"entropy {q['entropy']:.2f} bits" in text
     plt.close(fig)
-    with pytest.raises(ValueError, match=r"step must be an index into run.pruned, in \[0, 5\)"):
-        pruning_explorer_figure(run, 5, 1, GRID)
-    with pytest.raises(ValueError, match="step must be one of run.pruned"):
-        pruning_explorer_figure(run, run.dense[3], 1, GRID)
-    with pytest.raises(ValueError, match="run must be a capsule_lab.rem_study.RemRun"):
-        pruning_explorer_figure(run.pruned, 0, 1, GRID)
+    with pytest.raises(ValueError, match=r"step must be an index into run\['pruned'\], in \[0, 5\)"):
+        pruning_explorer_figure(plain, 5, 1, GRID)
+    with pytest.raises(ValueError, match="run must be a dict"):
+        pruning_explorer_figure(run, 0, 1, GRID)                        # a study's object, not its plain data
+    with pytest.raises(ValueError, match="step must be a dict with the keys"):
+        step_summary(run.pruned[0])
+    with pytest.raises(ValueError, match=r"images must have shape \(N, 1, S, S\) with N = 40"):
+        pruning_explorer_figure(plain, 0, 1, GRID, images=torch.rand(5, 1, 9, 9))
+    with pytest.raises(ValueError, match="curve must be a dict"):
+        pruning_curve_figure(run.pruned)
     with pytest.raises(ValueError, match="steps must be a non-empty list of capsule_lab.rem_study.Step"):
-        pruning_curve_figure([])
+        epoch_curve([])
 
 
 def test_pruning_explorer_slider_changes_the_shown_step():
     run = make_run()
     images = torch.rand(40, 1, 9, 9)
-    widget = pruning_explorer(run, GRID, images=images, label=2, config=SMALL)
+    widget = pruning_explorer(pruning_explorer_run(run), GRID, images=images, label=2, config=SMALL)
     assert widget.step.value == len(run.pruned) - 1 and widget.image.value[:4] == b"\x89PNG"
     assert widget.step.options[0][0] == "epoch 1 · sparsity 0 %"
     first = dict(widget.summary)
@@ -300,7 +335,10 @@ def test_pruning_explorer_slider_changes_the_shown_step():
     graph = widget.figure.axes[0]
     assert graph.get_title().startswith(f"class 0 ({int((run.pruned[0].test.predictions == 0).sum())} images)")
     with pytest.raises(ValueError, match=r"label must be a class index in \[0, 3\)"):
-        pruning_explorer(run, GRID, label=3)
+        pruning_explorer(pruning_explorer_run(run), GRID, label=3)
+    default = pruning_explorer(pruning_explorer_run(run), GRID)         # the class REM's model predicts most
+    counts = torch.bincount(run.rem.test.predictions, minlength=J)
+    assert default.label.value == int(counts.argmax())
 
 
 # ---------------------------------------------------------------- alt text and captions written from the data
@@ -326,7 +364,8 @@ def change(first: float, last: float) -> str:
 
 def test_pruning_curve_description_gives_each_runs_first_and_last_numbers():
     run = make_run()
-    alt, caption = words(pruning_curve_figure(run.pruned, dense=run.dense, paper={"entropy": 4.31, "accuracy": 0.996},
+    alt, caption = words(pruning_curve_figure(epoch_curve(run.pruned), dense=epoch_curve(run.dense),
+                                              paper={"entropy": 4.31, "accuracy": 0.996},
                                               title="mnist: while REM prunes"))
     for name, steps in (("REM (solid)", run.pruned), ("Q (dashed)", run.dense)):
         h0, h1 = hand_entropy(steps[0].test)[0], hand_entropy(steps[-1].test)[0]
@@ -336,14 +375,15 @@ def test_pruning_curve_description_gives_each_runs_first_and_last_numbers():
     assert f"from 0 % to {100 * (1 - 0.8 ** 3):.1f} %" in alt              # the sparsity of epochs 1 and 5
     assert "the paper's REM at 4.31 bits and 99.60 %" in alt and caption == "mnist: while REM prunes"
     # a run that ends where it began stays level; without a dense run nothing is said about Q
-    alt, _ = words(pruning_curve_figure([run.pruned[2], run.pruned[2]]))
+    alt, _ = words(pruning_curve_figure(epoch_curve([run.pruned[2], run.pruned[2]])))
     assert "entropy stays level" in alt and "Q (dashed)" not in alt and "paper" not in alt
 
 
 def test_entropy_accuracy_description_names_the_run_that_ends_lowest():
     run = make_run()
     flat = [Step(e, {"overall": 0.0}, 0.3, flat_measure(), {}) for e in (1, 2)]
-    alt, caption = words(entropy_accuracy_figure({"Q": run.dense, "REM": run.pruned, "flat": flat}, levels=6))
+    alt, caption = words(entropy_accuracy_figure({name: epoch_curve(steps, 6) for name, steps in
+                                                  (("Q", run.dense), ("REM", run.pruned), ("flat", flat))}))
     assert "flat ends with the lowest entropy" in alt and caption.startswith("Entropy against test accuracy")
     h0, h1 = hand_entropy(run.pruned[0].test, 6)[0], hand_entropy(run.pruned[-1].test, 6)[0]
     assert (f"REM from {100 * run.pruned[0].test.accuracy:.1f} % and {h0:.2f} bits (epoch 1) to "
@@ -351,7 +391,8 @@ def test_entropy_accuracy_description_names_the_run_that_ends_lowest():
     rose = sum(hand_entropy(s[-1].test, 6)[0] > hand_entropy(s[0].test, 6)[0] for s in (run.dense, run.pruned))
     assert f"higher at the last epoch than at the first in {rose} of 3 runs" in alt
     # every run has its own marker and line style
-    fig = entropy_accuracy_figure({"Q": run.dense, "REM": run.pruned, "flat": flat})
+    fig = entropy_accuracy_figure({"Q": epoch_curve(run.dense), "REM": epoch_curve(run.pruned),
+                                   "flat": epoch_curve(flat)})
     assert len({(l.get_marker(), l.get_linestyle()) for l in fig.axes[0].lines}) == 3
     plt.close(fig)
 
@@ -419,13 +460,13 @@ def test_parse_tree_graph_figure_description_names_the_strongest_capsule():
     c = torch.full((6, 18, J), 0.05)
     c[:, 13, 0] = 0.8                                                  # capsule 13: row 2, column 0, type 1
     rem = RoutingMeasure(1.0, 0.0, c, torch.zeros(6, dtype=torch.long), torch.zeros(6, dtype=torch.long))
-    alt, caption = words(parse_tree_graph_figure({"Q": q, "REM": rem}, 0, GRID, images=torch.rand(6, 1, 9, 9),
-                                                 config=SMALL))
+    alt, caption = words(parse_tree_graph_figure({"Q": class_trees(q), "REM": class_trees(rem)}, 0, GRID,
+                                                 images=torch.rand(6, 1, 9, 9), config=SMALL))
     assert "Q: 1 of 18 edges (6 images), the strongest coupling 1.00 at row 0, column 2, the largest summed coupling " \
            "on the image at row 0, column 2" in alt
     assert "REM: 1 of 18 edges (6 images), the strongest coupling 0.80 at row 2, column 0" in alt
     assert "above 0.333" in alt and caption == "Parse tree of class 0, backtracked from the predicted class"
-    alt, _ = words(parse_tree_graph_figure({"Q": q}, 1, GRID))
+    alt, _ = words(parse_tree_graph_figure({"Q": class_trees(q)}, 1, GRID))
     assert "Q: no image predicted as class 1, so no edge" in alt and "mean image" not in alt
 
 
@@ -450,13 +491,14 @@ def test_saliency_figure_description_says_which_map_is_on_the_object():
 
 def test_pruning_explorer_figure_description_is_the_box_and_the_tree():
     run = make_run()
-    alt, caption = words(pruning_explorer_figure(run, 4, 1, GRID))
-    s, q = step_summary(run.pruned[4]), step_summary(run.dense[4])
+    plain = pruning_explorer_run(run)
+    alt, caption = words(pruning_explorer_figure(plain, 4, 1, GRID))
+    s, q = step_summary(plain["pruned"][4]), step_summary(plain["dense"][4])
     edges = int((hand_mean_coupling(run.pruned[4].test, 1) > 1 / J).sum())
     assert f"at epoch 5 (REM's model), {100 * s['sparsity']:.1f} % sparse" in alt
     assert f"Parse tree of class 1: {edges} of 18 edges" in alt
     assert (f"accuracy {100 * s['accuracy']:.2f} %, entropy {s['entropy']:.2f} bits (K = 11), "
             f"{s['mean_keys']:.1f} keys per class; Q at the same epoch: accuracy {100 * q['accuracy']:.2f} %") in alt
     assert caption == "The pruned run of mnist, seed 0, at epoch 5 (REM's model): the parse tree of class 1"
-    _, caption = words(pruning_explorer_figure(run, 1, 2, GRID))
+    _, caption = words(pruning_explorer_figure(plain, 1, 2, GRID))
     assert caption == "The pruned run of mnist, seed 0, at epoch 2: the parse tree of class 2"

@@ -51,7 +51,7 @@ def test_measure_routing_against_the_model_run_by_hand():
     light = measure_routing(model, data, batch_size=3, keep_couplings=False)
     assert light.couplings is None and light.classes == 10
     assert (light.loss, light.accuracy) == (m.loss, m.accuracy) and torch.equal(light.predictions, m.predictions)
-    with pytest.raises(ValueError, match="must be a capsule_lab.models.CapsNet"):
+    with pytest.raises(ValueError, match="must be a capsule_lab.models.CapsuleNetwork"):
         measure_routing(torch.nn.Linear(2, 2), data)
 
 
@@ -295,7 +295,7 @@ def test_measure_routing_under_quantised_inference_is_the_model_run_quantised():
         out = model.eval()(data.tensors[0])
     assert torch.equal(quantised.predictions, out.lengths.argmax(dim=1))
     torch.testing.assert_close(quantised.couplings, out.couplings)
-    assert model.digits.router.quantize_levels is None                       # restored
+    assert not model.digits.router.hooked                                    # unhooked
     # the couplings' levels are those of ordinary inference: only the last weighted sum changed. (K = 11 here: an
     # untrained network's couplings sit at 1/J = 0.1, exactly on a bin edge for K = 6, where the vote-free and the
     # vote-forming forward passes, equal to 1e-7, can round apart.)

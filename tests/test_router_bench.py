@@ -67,8 +67,9 @@ def test_each_network_offers_its_parse_trees_the_same_way():
     g = torch.Generator().manual_seed(0)
     over_j = torch.softmax(torch.randn(4, 6, 3, generator=g), dim=2)
     over_i = torch.softmax(torch.randn(4, 6, 3, generator=g), dim=1)
-    c, levels, over, dynamics = routed_parse_trees(over_j, "outputs")
+    c, levels, over, dynamics, routed = routed_parse_trees(over_j, "outputs")
     assert levels == 11 and over == "outputs" and torch.allclose(c, over_j) and dynamics is c
+    assert torch.equal(routed, over_j)                          # as the router returned them, for chapter 05's REM
     c = routed_parse_trees(over_i, "inputs").couplings
     expected = over_i / over_i.sum(dim=2, keepdim=True)       # each input's row over the outputs
     assert torch.allclose(c, expected) and torch.allclose(c.sum(dim=2), torch.ones(4, 6))
@@ -78,8 +79,9 @@ def test_each_network_offers_its_parse_trees_the_same_way():
     images = torch.rand(2, 1, 28, 28)
     with torch.no_grad():
         out = ladder(images)
-        c, levels, over, dynamics = ladder.parse_trees(out)
-        assert levels == 2 and over == "none" and dynamics is None and c.shape == (2, ladder.config.primary_caps, 10)
+        c, levels, over, dynamics, routed = ladder.parse_trees(out)
+        assert levels == 2 and over == "none" and dynamics is None and routed is None
+        assert c.shape == (2, ladder.config.primary_caps, 10)
         assert torch.equal(c[:, :, 4], out.code)                                    # the code vector, every class
         assert capsnet.parse_trees(capsnet(images)).normalize_over == "inputs"      # the router says so
 

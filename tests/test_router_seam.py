@@ -76,7 +76,8 @@ def _capsnet(make):
 def _deep_capsnet(make):
     config = DeepCapsNetConfig.quick(conv_channels=(8,), capsules=4, capsule_dim=4, classes=3, routing_layers=2)
     sizes = config.layer_sizes
-    net = DeepCapsNet(config, routers=lambda l: make(sizes[l], sizes[l + 1], config.capsule_dim))
+    net = DeepCapsNet(config, router=lambda layer: make(layer.inputs, layer.outputs, layer.dim))
+    assert [(layer.in_caps, layer.out_caps) for layer in net.layers] == list(zip(sizes, sizes[1:]))
     x, y = _images(28)
     out = net(x, y)
     assert [tuple(c.shape) for c in out.couplings] == [(2, 4, 4), (2, 4, 3)] and out.lengths.shape == (2, 3)
@@ -156,12 +157,12 @@ def test_a_router_given_as_a_module_empties_the_configs_spec():
     assert net.config.router is None and isinstance(net.router, SimilarityRouter)
     with pytest.raises(ValueError, match="config.router is None"):
         CapsNet(net.config)
-    deep = DeepCapsNet(DeepCapsNetConfig.quick(routing_layers=1), routers=[UniformRouter()])
+    deep = DeepCapsNet(DeepCapsNetConfig.quick(routing_layers=1), router=[UniformRouter()])
     assert deep.config.router is None
     conv = ConvCapsNet(ConvCapsNetConfig.slim(), paper_routers("uniform", config=ConvCapsNetConfig.slim()))
     assert conv.config.router is None
     for network in (deep, conv):
-        with pytest.raises(ValueError, match="config.router is None .*: pass routers="):
+        with pytest.raises(ValueError, match="config.router is None .*: pass router="):
             type(network)(network.config)
     with pytest.raises(ValueError, match="config must be a ConvCapsNetConfig, got CapsNetConfig"):
         ConvCapsNet(config)
@@ -169,8 +170,9 @@ def test_a_router_given_as_a_module_empties_the_configs_spec():
 
 @pytest.mark.parametrize("config", [CapsNetConfig, DeepCapsNetConfig, ConvCapsNetConfig])
 def test_a_config_holds_a_router_spec_or_none(config):
-    with pytest.raises(ValueError, match="router must be a capsule_lab.routing.RouterSpec or None, got str"):
-        config(router="dynamic")
+    assert config(router="uniform").router == RouterSpec("uniform")        # a kind's name is read as its spec
+    with pytest.raises(ValueError, match="kind must be one of"):
+        config(router="em")
     with pytest.raises(ValueError, match="got DynamicRouter"):
         config(router=DynamicRouter())
     assert config(router=None).router is None and config(router=RouterSpec("uniform")).router.kind == "uniform"
@@ -188,5 +190,6 @@ def test_router_spec_checks():
         RouterSpec("dynamic", prior_std=1.0)
     with pytest.raises(ValueError, match="pose_bias"):
         RouterSpec(pose_bias="0.1")
-    with pytest.raises(ValueError, match="router must be"):
-        CapsNetConfig.slim(router="dynamic")
+    assert CapsNetConfig.slim(router="dynamic").router == RouterSpec("dynamic")      # a kind's name: its spec
+    with pytest.raises(ValueError, match="router must be a capsule_lab.routing.RouterSpec"):
+        CapsNetConfig.slim(router=3)

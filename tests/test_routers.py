@@ -243,7 +243,7 @@ def test_router_construction_checks():
 @pytest.mark.parametrize("task_id", ["02.routing_step", "02.dynamic_routing", "03.detached_routing"])
 def test_every_router_is_refused_while_a_routing_task_is_graded(task_id):
     from capsule_lab.grading import TASKS
-    from capsule_lab.grading.lock import AnswerRefused, refused
+    from capsule_lab.grading.engine.refusal import AnswerRefused, refused
 
     votes = _random_votes(B=1, I=3, J=2, D=4)
     u, W = torch.randn(1, 3, 2, dtype=torch.float64), torch.randn(3, 2, 4, 2, dtype=torch.float64)

@@ -12,7 +12,8 @@ import torch
 from torch.nn.utils import prune
 
 from capsule_lab.grading import check, tasks_for_chapter
-from capsule_lab.grading.checking import credit, expected, run_student
+from capsule_lab.grading.engine.judging import credit
+from capsule_lab.grading.engine.running import expected, run_student
 from capsule_lab.grading.tasks import get_task
 from capsule_lab.rem import parse_tree_keys, routing_entropy
 from capsule_lab.routing import dynamic_routing
@@ -273,7 +274,7 @@ def test_an_answer_right_except_for_two_levels_earns_its_share():
 @pytest.mark.parametrize("task_id", sorted(POINTS))
 def test_the_cases_can_be_built_while_the_answers_are_refused(task_id):
     """The grader's evaluation process refuses the answers for good before it lists a task's case groups."""
-    from capsule_lab.grading.lock import refused
+    from capsule_lab.grading.engine.refusal import refused
 
     task = get_task(task_id)
     with refused(task.refused):

@@ -18,7 +18,8 @@ import torch
 from scipy.stats import binomtest
 
 from capsule_lab.grading import check, grade_notebook, tasks_for_chapter
-from capsule_lab.grading.checking import credit, expected, run_student
+from capsule_lab.grading.engine.judging import credit
+from capsule_lab.grading.engine.running import expected, run_student
 from capsule_lab.grading.tasks import get_task
 
 from _wrong_answers import assert_fails_with_hint
@@ -292,7 +293,7 @@ def test_a_single_seed_returned_as_none_is_not_a_pass():
 @pytest.mark.parametrize("task_id", sorted(POINTS))
 def test_the_cases_can_be_built_while_the_answers_are_refused(task_id):
     """The grader's evaluation process refuses the answers for good before it lists a task's case groups."""
-    from capsule_lab.grading.lock import refused
+    from capsule_lab.grading.engine.refusal import refused
 
     task = get_task(task_id)
     with refused(task.refused):

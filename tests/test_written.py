@@ -1,5 +1,6 @@
-"""Written answers (capsule_lab.grading.written): the reasoning behind each prediction and each exercise's written
-question are found by their cell metadata, recorded with their rubric and never scored."""
+"""Written answers (capsule_lab.grading.tasks.questions, capsule_lab.grading.notebooks.written): the reasoning behind
+each prediction and each exercise's written question are found by their cell metadata, recorded with their rubric and
+never scored."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import nbformat
 import pytest
 
 from capsule_lab.grading import TASKS
-from capsule_lab.grading.written import (PLACEHOLDER, QUESTIONS, Question, questions_for_chapter, register_questions,
-                                         write_written, written_answers)
+from capsule_lab.grading.notebooks.written import PLACEHOLDER, write_written, written_answers
+from capsule_lab.grading.tasks.questions import QUESTIONS, Question, questions_for_chapter, register_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted({q.chapter for q in QUESTIONS.values()})

@@ -3,7 +3,7 @@
 Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``), after Sabour et al. (2017), Figs. 3–4. Pure
 matplotlib, like :mod:`capsule_lab.figures.routing`: every function draws and returns the Figure and checks
 its inputs, and attaches alt text and a caption written from the numbers it draws
-(:func:`capsule_lab.figures.descriptions.describe`; a chapter ends its cell with ``show(fig)``). Images are
+(:func:`capsule_lab.figures.descriptions.attach_description`; a chapter ends its cell with ``show(fig)``). Images are
 ``(N, H, W)`` or ``(N, 1, H, W)``.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import image_array, to_numpy
-from .descriptions import describe, join_words
+from .descriptions import attach_description, join_words
 from .style import MAX_FIGURE_WIDTH, series
 
 __all__ = ["plot_history", "plot_reconstructions", "plot_pose_sweep"]
@@ -84,7 +84,7 @@ def plot_history(history) -> Figure:
            f"{_course(100 * np.asarray(h['train_accuracy']), epochs, '.2f', 'max')}")
     if test:
         alt += f"; the held-out test accuracy {_course(100 * np.asarray(test), epochs, '.2f', 'max')}"
-    describe(fig, alt + ".", f"Training loss and accuracy over {len(epochs)} epoch{'s' * (len(epochs) != 1)}")
+    attach_description(fig, alt + ".", f"Training loss and accuracy over {len(epochs)} epoch{'s' * (len(epochs) != 1)}")
     return fig
 
 
@@ -129,7 +129,8 @@ def plot_reconstructions(images, reconstructions, labels=None, predictions=None,
             axes[1, 0].set_ylabel("reconstruction", fontsize=9)
     if title:
         fig.suptitle(title)
-    describe(fig, _reconstructions_alt(x, y, lab, pred), f"{N} digit{'s' * (N != 1)} and their reconstructions")
+    attach_description(fig, _reconstructions_alt(x, y, lab, pred),
+                       f"{N} digit{'s' * (N != 1)} and their reconstructions")
     return fig
 
 
@@ -206,11 +207,11 @@ def plot_pose_sweep(sweep, perturbations, dims: Sequence[int] | None = None, tit
     ax.tick_params(length=0)
     ax.set_xlabel("value added to the pose dimension")
     ax.set_title(title or "reconstruction as one pose dimension is perturbed", fontsize=10)
-    describe(fig, f"A grid of decoded digits: {K} row{'s' * (K != 1)}, one per pose dimension "
-                  f"({_span(d)}), by {P} column{'s' * (P != 1)}, the value added to that dimension "
-                  f"({p[0]:+.2f} to {p[-1]:+.2f}). " + _sweep_change(s, p, d),
-             f"Reconstructions as one of {K} pose dimension{'s' * (K != 1)} is perturbed by {p[0]:+.2f} to "
-             f"{p[-1]:+.2f}")
+    attach_description(fig, f"A grid of decoded digits: {K} row{'s' * (K != 1)}, one per pose dimension "
+                            f"({_span(d)}), by {P} column{'s' * (P != 1)}, the value added to that dimension "
+                            f"({p[0]:+.2f} to {p[-1]:+.2f}). " + _sweep_change(s, p, d),
+                       f"Reconstructions as one of {K} pose dimension{'s' * (K != 1)} is perturbed by {p[0]:+.2f} to "
+                       f"{p[-1]:+.2f}")
     return fig
 
 

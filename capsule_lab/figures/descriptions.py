@@ -5,7 +5,8 @@ Both are written from the figure's data by the code that draws it, so they say w
 ("dynamic routing with r = 3 is the most accurate, 97.7 %"), not what kind of picture it is ("a plot"):
 
 1. a chapter's cell draws a figure and ends with ``show(fig, alt=..., caption=...)``; a figure function of the
-   package may instead have attached both with :func:`describe`, and the cell ends with ``show(fig)``.
+   package may instead have attached both with :func:`attach_description` (also importable as ``describe``), and
+   the cell ends with ``show(fig)``.
    :func:`show` displays the figure with the two texts in the output's metadata (key ``capsule_lab``) and
    closes it. In Jupyter and Colab the figure shows as any other.
 2. after a notebook is executed (``make notebooks``), :func:`caption_cells` copies them into the cell's metadata,
@@ -22,9 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Description", "describe", "description_of", "show", "check_alt_text", "is_file_name", "join_words",
-           "caption_cells",
-           "METADATA_KEY", "MIN_ALT_WORDS"]
+__all__ = ["Description", "attach_description", "describe", "description_of", "show", "check_alt_text", "is_file_name",
+           "join_words", "caption_cells", "METADATA_KEY", "MIN_ALT_WORDS"]
 
 #: The key of a figure output's metadata under which :func:`show` stores the description.
 METADATA_KEY = "capsule_lab"
@@ -56,12 +56,13 @@ def is_file_name(text: str) -> bool:
     return bool(_FILE_NAME.match(text.strip()))
 
 
-def join_words(items) -> str:
-    """The items in words, for a description: ``'a'``, ``'a and b'``, ``'a, b and c'``."""
+def join_words(items, conjunction: str = "and") -> str:
+    """The items in words, for a description: ``'a'``, ``'a and b'``, ``'a, b and c'`` (``conjunction="or"``:
+    ``'a, b or c'``)."""
     items = [str(item) for item in items]
     if not items:
         raise ValueError("join_words needs at least one item")
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
 
 
 def check_alt_text(alt: str) -> str:
@@ -89,16 +90,21 @@ def _check_figure(fig) -> None:
         raise ValueError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
 
 
-def describe(fig, alt: str, caption: str):
+def attach_description(fig, alt: str, caption: str):
     """Attach alt text and caption to ``fig`` (checked by :class:`Description`) and return ``fig``: what a figure
-    function of the package does, so that ``show(fig)`` needs no words from the chapter."""
+    function of the package does, so that ``show(fig)`` needs no words from the chapter. Chapters 01–08."""
     _check_figure(fig)
     setattr(fig, _ATTRIBUTE, Description(alt, caption))
     return fig
 
 
+#: :func:`attach_description` by its first name, ``capsule_lab.figures.describe`` (not to be confused with
+#: :func:`capsule_lab.claims.describe`, which prints a verdict).
+describe = attach_description
+
+
 def description_of(fig) -> Description | None:
-    """The description :func:`describe` attached to ``fig``, or None."""
+    """The description :func:`attach_description` attached to ``fig``, or None."""
     _check_figure(fig)
     return getattr(fig, _ATTRIBUTE, None)
 
@@ -109,7 +115,7 @@ def show(fig, alt: str | None = None, caption: str | None = None, *, name: str |
     It returns nothing, so a cell that ends with ``show(...)`` shows the figure alone (nbval's kernel, which stores
     no history, would print a returned value even after a ``;``).
 
-    ``alt`` and ``caption`` replace what :func:`describe` attached (both or neither must be given when nothing
+    ``alt`` and ``caption`` replace what :func:`attach_description` attached (both or neither must be given when nothing
     is attached). ``name`` is the figure's label in the book (default: numbered by the notebook's order).
     """
     _check_figure(fig)

@@ -3,7 +3,8 @@ and the couplings' polarisation evolve during training.
 
 Taught in chapter 03 (``chapters/03_routing_gradients.ipynb``). Pure matplotlib, like :mod:`capsule_lab.figures.routing`:
 every function draws and returns the Figure (it never calls ``show``) and checks its inputs, and attaches the
-figure's alt text and caption, written from the numbers it draws (:func:`capsule_lab.figures.descriptions.describe`).
+figure's alt text and caption, written from the numbers it draws
+(:func:`capsule_lab.figures.descriptions.attach_description`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 
 from .._checks import check_positive_int, to_numpy
-from .descriptions import describe, join_words
+from .descriptions import attach_description, join_words
 from .style import PALETTE, REFERENCE_COLOR, series
 
 __all__ = ["routing_graph_edges", "draw_routing_graph", "plot_routing_graphs", "plot_gradient_terms",
@@ -157,7 +158,7 @@ def plot_routing_graphs(iterations: int = 3) -> Figure:
     handles = [Line2D([], [], color=_LIVE, lw=1.8, ls="-", marker="", label="gradient flows back to û"),
                Line2D([], [], color=_DEAD, lw=1.0, ls=(0, (4, 2)), marker="", label="forward only")]
     axes[1].legend(handles=handles, loc="lower right", fontsize=8, frameon=False)
-    return describe(fig, alt, caption)
+    return attach_description(fig, alt, caption)
 
 
 def _gradient_terms_description(couplings, term1, term2) -> str:
@@ -226,7 +227,7 @@ def plot_gradient_terms(couplings, term1, term2, title: str | None = None) -> Fi
     if title:
         fig.suptitle(title, fontsize=10)
     caption = "Couplings and the two gradient terms per input capsule" + (f": {title}." if title else ".")
-    return describe(fig, _gradient_terms_description(c, t1, t2), caption)
+    return attach_description(fig, _gradient_terms_description(c, t1, t2), caption)
 
 
 #: The markers' names, for axis labels that say which series an axis belongs to.
@@ -309,4 +310,4 @@ def plot_gradient_history(epochs: Sequence[int], records: Sequence[dict]) -> Fig
         ax.grid(alpha=0.3)
     caption = ("The two gradient terms at the class layer and the polarisation of the couplings, measured after "
                "every epoch of training.")
-    return describe(fig, _gradient_history_description(epochs, records), caption)
+    return attach_description(fig, _gradient_history_description(epochs, records), caption)

@@ -1,5 +1,5 @@
-"""The ladder capsule network's pictures: which lower capsules matter, how many the pruning layer keeps, what
-the ladder layer regresses, and how long a training step takes.
+"""The ladder capsule network's pictures: which lower capsules matter, how many the pruning layer keeps, and what
+the ladder layer regresses.
 
 Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "Ladder capsule network" (ICML
 2019):
@@ -9,24 +9,21 @@ Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "
   the uniform coupling 1/J dashed), from :func:`capsule_lab.ladder.most_active_couplings`;
 - :func:`activity_profile_figure` — its Figure 4: the mean activity of the most active primary capsules by rank,
   one curve per K, from :func:`capsule_lab.ladder.activity_profile`;
-- :func:`step_time_figure` — its Table 3 as a picture: seconds per training step of L-CapsNets and CapsNets, as
-  :func:`capsule_lab.cost.bench_steps` measures them, beside the paper's numbers (:data:`PAPER_TABLE3`);
 - :func:`plot_kept_capsules` — the primary capsules the pruning layer keeps, at the centres of their receptive
-  fields on the image;
+  fields on the image (:mod:`capsule_lab.figures.geometry`);
 - :func:`ladder_explorer_result` / :func:`ladder_explorer_figure` — one image through an L-CapsNet: the kept
   capsules, the predicted class's regression of them (eqs. 2–3) against their actual poses, the per-capsule
   squared distances and the class activities d_j (eq. 4); the picture of
-  :func:`capsule_lab.widgets.ladder_explorer`.
+  :func:`capsule_lab.widgets.ladder_explorer` (:func:`draw_ladder_explorer` draws it from the result).
 
-Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs. Each
-``*_figure`` function also attaches what its figure shows, in words written from the data it draws: the alt text
-and the caption (:func:`capsule_lab.figures.descriptions.describe`), so a chapter's cell ends with
-``show(fig)``. Series are told apart by marker or hatch as well as by colour (:mod:`capsule_lab.figures.style`).
+Its Table 3, the seconds per training step, is :mod:`capsule_lab.figures.step_times`'. Pure matplotlib: every
+function returns the Figure (or draws on a given ``Axes``) and checks its inputs. Each ``*_figure`` function also
+attaches what its figure shows, in words written from the data it draws: the alt text and the caption
+(:func:`capsule_lab.figures.descriptions.attach_description`), so a chapter's cell ends with ``show(fig)``. Series
+are told apart by marker or hatch as well as by colour (:mod:`capsule_lab.figures.style`).
 """
 
 from __future__ import annotations
-
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,22 +33,18 @@ from matplotlib.figure import Figure
 from .._checks import check_class_index, check_positive_int, check_tensor, to_numpy
 from ..models.capsnet import BackboneConfig
 from ..models.ladder_capsnet import LadderCapsNet
-from .descriptions import describe
-from .rem import receptive_field_centres
+from .descriptions import attach_description
+from .geometry import check_backbone, receptive_field_centres
 from .style import MARKERS, MAX_FIGURE_WIDTH, PALETTE, REFERENCE_COLOR
 
-__all__ = ["PAPER_TABLE3", "plot_coupling_length", "coupling_length_figure", "coupling_length_description",
-           "plot_activity_profile", "activity_profile_figure", "activity_profile_description", "plot_step_times",
-           "step_time_figure", "step_time_description", "kept_capsule_positions", "plot_kept_capsules",
-           "ladder_explorer_result", "ladder_explorer_figure", "ladder_explorer_description"]
+__all__ = ["plot_coupling_length", "coupling_length_figure", "coupling_length_description", "plot_activity_profile",
+           "activity_profile_figure", "activity_profile_description", "kept_capsule_positions", "plot_kept_capsules",
+           "ladder_explorer_result", "ladder_explorer_figure", "draw_ladder_explorer", "ladder_explorer_description"]
 
 # The course's palette (capsule_lab.figures.style.PALETTE: blue, vermillion, bluish green, reddish purple, black,
 # orange, sky blue, yellow).
 LENGTH_COLOR = PALETTE[0]       # the paper's Figure 1: lengths as blue bars,
 COUPLING_COLOR = PALETTE[1]     # couplings as a vermillion line with circles
-LADDER_COLOR = PALETTE[0]       # Table 3: L-CapsNets as plain blue bars,
-CAPSNET_COLOR = PALETTE[1]      # CapsNets as hatched vermillion ones
-CAPSNET_HATCH = "///"
 KEPT_COLOR = PALETTE[5]         # the kept capsules on the image (orange with black edges, seen on black and white)
 PREDICTED_COLOR = PALETTE[1]    # the explorer's predicted class (hatched),
 LABEL_COLOR = PALETTE[2]        # its true label (a triangle)
@@ -59,11 +52,6 @@ REGRESSION_COLOR = PALETTE[3]   # the regressed entries and their distances
 # Curves of the activity profile: a marker per network as well as a colour; solid, dash-dot and dotted lines
 # (dashed lines mark K).
 _PROFILE_LINESTYLES = ("-", "-.", ":")
-
-#: Seconds per training iteration on 100 MNIST samples, as (mean, standard error), from the ladder paper's
-#: Table 3 (the authors' machine); named as :func:`capsule_lab.cost.step_models` names the models.
-PAPER_TABLE3 = {"ladder K=50": (0.2034, 0.010), "ladder K=70": (0.2159, 0.008), "ladder K=100": (0.2953, 0.001),
-                "capsnet r=3": (1.732, 0.026), "capsnet r=4": (2.123, 0.041), "capsnet r=5": (2.656, 0.085)}
 
 
 # ---------------------------------------------------------------- argument checks
@@ -139,7 +127,7 @@ def coupling_length_figure(lengths, couplings, label: int, classes: int = 10, ti
     plot_coupling_length(ax, lengths, couplings, label, classes)
     ax.set_title(title or f"the {len(_vector(lengths, 'lengths'))} most active primary capsules of a "
                           f"digit {label}: length and coupling to its class", fontsize=10)
-    return describe(fig, *coupling_length_description(lengths, couplings, label, classes))
+    return attach_description(fig, *coupling_length_description(lengths, couplings, label, classes))
 
 
 def coupling_length_description(lengths, couplings, label: int, classes: int = 10) -> tuple[str, str]:
@@ -223,7 +211,7 @@ def activity_profile_figure(profiles: dict, mark_k: bool = True, title: str | No
     fig, ax = plt.subplots(figsize=(6.0, 3.4), constrained_layout=True)
     plot_activity_profile(ax, profiles, mark_k)
     ax.set_title(title or "activity of the primary capsules by rank, per K", fontsize=10)
-    return describe(fig, *activity_profile_description(profiles, mark_k))
+    return attach_description(fig, *activity_profile_description(profiles, mark_k))
 
 
 def _profile_name(key) -> str:
@@ -253,161 +241,7 @@ def activity_profile_description(profiles: dict, mark_k: bool = True) -> tuple[s
     return alt, caption
 
 
-# ---------------------------------------------------------------- Table 3: seconds per training step
-
-def _number(value, name: str, allow_nan: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)):
-        raise ValueError(f"{name} must be a number >= 0 (seconds), got {value!r}")
-    value = float(value)
-    if math.isnan(value) and allow_nan:
-        return value
-    if not value >= 0 or math.isinf(value):
-        raise ValueError(f"{name} must be a number >= 0 (seconds), got {value!r}")
-    return value
-
-
-def _is_ladder(name: str) -> bool:
-    return name.lower().startswith(("ladder", "l-capsnet"))
-
-
-def _is_capsnet(name: str) -> bool:
-    return not _is_ladder(name) and "capsnet" in name.lower()
-
-
-def _color(name: str) -> str:
-    return LADDER_COLOR if _is_ladder(name) else CAPSNET_COLOR if _is_capsnet(name) else "0.5"
-
-
-def _hatch(name: str) -> str | None:
-    return CAPSNET_HATCH if _is_capsnet(name) else None
-
-
-def plot_step_times(ax, seconds: dict, errors: dict | None = None, unit: str = "median") -> list:
-    """Draw horizontal bars on ``ax``: the seconds per training step of every model of ``seconds = {name: s}``
-    (top to bottom in the dict's order), L-CapsNets (names starting "ladder") in blue and CapsNets in hatched
-    vermillion,
-    ``errors = {name: standard error}`` as error bars (NaN: none), each bar's value written beside it. ``unit``
-    names the statistic on the axis label. Returns the bar containers. Chapter 06."""
-    if not isinstance(seconds, dict) or not seconds:
-        raise ValueError("seconds must be a non-empty dict {model name: seconds per step}")
-    names = list(seconds)
-    values = [_number(seconds[n], f"seconds[{n!r}]") for n in names]
-    errors = errors or {}
-    if not isinstance(errors, dict):
-        raise ValueError("errors must be a dict {model name: standard error in seconds}")
-    spread = [_number(errors.get(n, math.nan), f"errors[{n!r}]", allow_nan=True) for n in names]
-    y = np.arange(len(names))
-    xerr = [0.0 if math.isnan(e) else e for e in spread]
-    bars = []
-    for k, name in enumerate(names):
-        bars.append(ax.barh(y[k], values[k], xerr=xerr[k], color=_color(name), alpha=0.85, capsize=3,
-                            hatch=_hatch(name), edgecolor="white" if _hatch(name) else None, error_kw={"lw": 1}))
-    top = max(v + e for v, e in zip(values, xerr)) or 1.0
-    for k, v in enumerate(values):
-        ax.text(v + xerr[k] + 0.02 * top, y[k], f"{v:.3g} s", va="center", fontsize=8)
-    ax.set_yticks(y, names, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1.25 * top)
-    ax.set_xlabel(f"seconds per training step ({unit})")
-    ax.grid(alpha=0.3, axis="x")
-    return bars
-
-
-def _check_report(report) -> dict:
-    if not isinstance(report, dict) or not isinstance(report.get("models"), dict) or not report["models"]:
-        raise ValueError("report must be the dict capsule_lab.cost.bench_steps returns, with a non-empty "
-                         "'models': {name: {'median_s', 'stderr_s', ...}}")
-    for name, numbers in report["models"].items():
-        if not isinstance(numbers, dict) or "median_s" not in numbers:
-            raise ValueError(f"report['models'][{name!r}] must be a dict with 'median_s' (and 'stderr_s'), "
-                             f"as bench_steps gives it")
-    return report
-
-
-def _check_paper(paper) -> tuple[dict, dict]:
-    if not isinstance(paper, dict) or not paper:
-        raise ValueError("paper must be a non-empty dict {model name: seconds or (seconds, standard error)}, "
-                         "e.g. PAPER_TABLE3")
-    seconds, errors = {}, {}
-    for name, value in paper.items():
-        if isinstance(value, (tuple, list)):
-            if len(value) != 2:
-                raise ValueError(f"paper[{name!r}] must be seconds or (seconds, standard error), got {value!r}")
-            seconds[name], errors[name] = value
-        else:
-            seconds[name] = value
-    return seconds, errors
-
-
-def step_time_figure(report: dict, paper: dict | None = None, title: str | None = None) -> Figure:
-    """The ladder paper's Table 3 as a picture: the median seconds per training step of every model of
-    ``report`` (:func:`capsule_lab.cost.bench_steps`; error bars: the standard error of the mean over the
-    repeats), L-CapsNets plain blue and CapsNets hatched vermillion (:func:`plot_step_times`); the title says the
-    device, threads and batch. With ``paper = {name: seconds or (seconds, standard error)}`` (e.g.
-    :data:`PAPER_TABLE3`), a second panel shows the paper's numbers — another machine and other sizes, so on an axis of their own. The figure
-    carries its description (:func:`step_time_description`). Chapter 06."""
-    report = _check_report(report)
-    if paper is not None:
-        _check_paper(paper)
-    panels = 1 if paper is None else 2
-    rows = max(len(report["models"]), 0 if paper is None else len(paper))
-    fig, axes = plt.subplots(1, panels, squeeze=False, constrained_layout=True,
-                             figsize=(MAX_FIGURE_WIDTH if panels == 2 else 5.0, 1.2 + 0.35 * rows))
-    models = report["models"]
-    plot_step_times(axes[0, 0], {n: m["median_s"] for n, m in models.items()},
-                    {n: m.get("stderr_s", math.nan) for n, m in models.items()}, unit="median")
-    axes[0, 0].set_title(f"this course: batch {report.get('batch', '?')}", fontsize=9)
-    if paper is not None:
-        seconds, errors = _check_paper(paper)
-        plot_step_times(axes[0, 1], seconds, errors, unit="mean")
-        axes[0, 1].set_title("the paper's Table 3: batch 100, MNIST", fontsize=9)
-    threads = report.get("threads", "?")
-    fig.suptitle(title or f"one training step on {report.get('device', '?')} "
-                          f"({threads} thread{'' if threads == 1 else 's'})", fontsize=10)
-    return describe(fig, *step_time_description(report, paper))
-
-
-def _speedup(seconds: dict) -> str:
-    """'a CapsNet step takes a× to b× an L-CapsNet step' from {name: seconds}, or '' without both kinds."""
-    ladders = [v for n, v in seconds.items() if _is_ladder(n)]
-    capsnets = [v for n, v in seconds.items() if _is_capsnet(n)]
-    if not ladders or not capsnets or min(ladders) <= 0:
-        return ""
-    return (f"; a CapsNet step takes {min(capsnets) / max(ladders):.1f}× to {max(capsnets) / min(ladders):.1f}× "
-            f"an L-CapsNet step")
-
-
-def step_time_description(report: dict, paper: dict | None = None) -> tuple[str, str]:
-    """``(alt, caption)`` of :func:`step_time_figure` for the same arguments, written from the bars it draws: every
-    model's seconds, the fastest and the slowest, and the range of the CapsNets' time over the L-CapsNets' — for
-    this course's report and for the paper's panel. Chapter 06."""
-    report = _check_report(report)
-    medians = {n: _number(m["median_s"], f"report['models'][{n!r}]['median_s']") for n, m in report["models"].items()}
-    threads = report.get("threads", "?")
-    alt = (f"Horizontal bars of the median seconds per training step on {report.get('device', '?')} ({threads} "
-           f"thread{'' if threads == 1 else 's'}, batch {report.get('batch', '?')}), L-CapsNets in plain blue and "
-           f"CapsNets hatched: " + ", ".join(f"{n} {v:.3g} s" for n, v in medians.items())
-           + f". The fastest is {min(medians, key=medians.get)}, the slowest {max(medians, key=medians.get)}"
-           + _speedup(medians) + ".")
-    if paper is not None:
-        seconds, _ = _check_paper(paper)
-        seconds = {n: _number(v, f"paper[{n!r}]") for n, v in seconds.items()}
-        alt += (" A second panel, on its own axis, shows the paper's Table 3: "
-                + ", ".join(f"{n} {v:.3g} s" for n, v in seconds.items()) + _speedup(seconds) + ".")
-        caption = "Seconds per training step of L-CapsNets and CapsNets here, beside the paper's Table 3"
-    else:
-        caption = "Seconds per training step of L-CapsNets and CapsNets"
-    return alt, caption
-
-
 # ---------------------------------------------------------------- the kept capsules on the image
-
-def _check_config(config) -> BackboneConfig:
-    if not isinstance(config, BackboneConfig):
-        raise ValueError(f"config must be a capsule_lab.models.LadderCapsNetConfig or CapsNetConfig (a "
-                         f"BackboneConfig), got {type(config).__name__}")
-    return config
-
 
 def kept_capsule_positions(indices, config: BackboneConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where the primary capsules ``indices`` ``(K,)`` sit on the image: capsule i is ordered (row, column, type)
@@ -415,7 +249,7 @@ def kept_capsule_positions(indices, config: BackboneConfig) -> tuple[np.ndarray,
     ``i // (g·O)`` and its column ``(i // O) % g``, and its receptive field is centred at
     :func:`~capsule_lab.figures.receptive_field_centres` of them. Returns ``(rows, columns, counts)`` in pixels,
     one entry per distinct grid position, with the number of kept capsule types there. Chapter 06."""
-    config = _check_config(config)
+    config = check_backbone(config)
     n, g, types = config.primary_caps, config.primary_grid, config.primary_types
     idx = to_numpy(indices, "indices")
     if idx.ndim != 1 or np.any(idx != np.round(idx)) or (idx.size and (idx.min() < 0 or idx.max() >= n)):
@@ -433,7 +267,7 @@ def plot_kept_capsules(ax, image, indices, config: BackboneConfig, title: str | 
     ``indices`` ``(K,)`` (:func:`kept_capsule_positions`), an orange marker whose area grows with the number of
     kept capsule types there; that number is written on the marker when it is more than 1. Returns the marker
     scatter. Chapter 06."""
-    config = _check_config(config)
+    config = check_backbone(config)
     x = to_numpy(image, "image")
     while x.ndim > 2 and x.shape[0] == 1:
         x = x[0]
@@ -514,11 +348,13 @@ def ladder_explorer_figure(models: dict, images, labels, k, index: int = 0) -> F
     - the class activities δ_j (the paper's d_j), the prediction hatched and the true label marked by a triangle.
 
     The figure carries its description (:func:`ladder_explorer_description`). Chapter 06."""
-    return _draw_explorer(ladder_explorer_result(models, images, labels, k, index), images[index], models[k].config)
+    result = ladder_explorer_result(models, images, labels, k, index)
+    return draw_ladder_explorer(result, images[index], models[k].config)
 
 
-def _draw_explorer(r: dict, image, config) -> Figure:
-    """:func:`ladder_explorer_figure` from its :func:`ladder_explorer_result` ``r`` (the widget computes it once)."""
+def draw_ladder_explorer(r: dict, image, config: BackboneConfig) -> Figure:
+    """:func:`ladder_explorer_figure` from its :func:`ladder_explorer_result` ``r``, the ``image`` it was computed on
+    and the network's ``config`` (the widget computes the result once, for its numbers too). Chapter 06."""
     k, index = r["k"], r["index"]
     fig, axes = plt.subplots(2, 2, figsize=(MAX_FIGURE_WIDTH, 5.6), constrained_layout=True)
     plot_kept_capsules(axes[0, 0], image, r["indices"], config,
@@ -564,7 +400,7 @@ def _draw_explorer(r: dict, image, config) -> Figure:
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.3, axis="y")
     fig.suptitle(f"L-CapsNet with K = {k}: image {index}", fontsize=10)
-    return describe(fig, *ladder_explorer_description(r, config))
+    return attach_description(fig, *ladder_explorer_description(r, config))
 
 
 def ladder_explorer_description(result: dict, config: BackboneConfig) -> tuple[str, str]:
@@ -572,7 +408,7 @@ def ladder_explorer_description(result: dict, config: BackboneConfig) -> tuple[s
     the network's ``config``, written from what the four panels draw: where the kept capsules sit, how closely the
     predicted class regresses them (the correlation of regressed and actual entries), the squared distances, and
     the two most active classes against the true label. Chapter 06."""
-    config = _check_config(config)
+    config = check_backbone(config)
     keys = ("k", "index", "label", "prediction", "indices", "activities", "errors", "selected", "regressed",
             "distances")
     if not isinstance(result, dict) or any(key not in result for key in keys):

@@ -23,7 +23,7 @@ their agreement), and a small λ1 + λ2 makes the kernel decide (a hard cluster 
 
 Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``) and checks its inputs; a
 ``*_figure`` function attaches alt text and a caption written from the routing it draws
-(:func:`capsule_lab.figures.descriptions.describe`).
+(:func:`capsule_lab.figures.descriptions.attach_description`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 
 from .._checks import check_nonnegative, check_positive_int, to_numpy
 from ..routing import similarity_routing
-from .descriptions import describe
+from .descriptions import attach_description
 from .style import MAX_FIGURE_WIDTH, PALETTE
 
 __all__ = ["DEFAULT_PAIRS", "SimilarityClusters", "clustered_votes", "similarity_clusters",
@@ -301,5 +301,5 @@ def similarity_grid_figure(votes=None, activations=None, pairs: Sequence[tuple] 
     alt = (f"{n} panels, one per (λ1, λ2), of one output capsule's {len(v)} votes in 2-D: a dot's size is its "
            f"coupling, its ring its activation, a star the final pose (ℓ = {length_scale:g}, T = {iterations}). "
            + "; ".join(said) + ".")
-    return describe(fig, alt, f"Similarity routing of one output capsule for {n} pairs (λ1, λ2), "
-                              f"ℓ = {length_scale:g}, T = {iterations}")
+    return attach_description(fig, alt, f"Similarity routing of one output capsule for {n} pairs (λ1, λ2), "
+                                        f"ℓ = {length_scale:g}, T = {iterations}")

@@ -3,8 +3,8 @@
 Both read the summary of :func:`capsule_lab.router_bench.summarize_records` — ``{router: {"seeds": n, measure:
 (mean, sd, se) or None}}`` — so they draw whatever the bench measured, cached or fresh. Error bars are standard errors of the
 mean over seeds (none with one seed). Each router has its own marker as well as a colour, and each figure carries
-its alt text and caption, written from the summary it draws (:func:`capsule_lab.figures.descriptions.describe`), so a
-chapter's cell ends with ``show(fig)``. Chapter 08.
+its alt text and caption, written from the summary it draws
+(:func:`capsule_lab.figures.descriptions.attach_description`), so a chapter's cell ends with ``show(fig)``. Chapter 08.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .descriptions import describe, join_words
+from .descriptions import attach_description, join_words
 from .style import MARKERS as _STYLE_MARKERS
 from .style import MAX_FIGURE_WIDTH, PALETTE
 
@@ -121,7 +121,7 @@ def accuracy_time_figure(summary: dict, time: str = "train_step_ms"):
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle("accuracy against cost (mean over seeds ± standard error)", fontsize=9)
-    return describe(fig, *accuracy_time_description(summary, time))
+    return attach_description(fig, *accuracy_time_description(summary, time))
 
 
 def _extremes(values: dict, highest: bool = True) -> list:
@@ -210,7 +210,7 @@ def measures_figure(summary: dict, measures: Sequence[str] = ("affine_accuracy",
         ax.set_visible(False)
     for ax in axes[:, 1:].flat:
         ax.set_yticklabels([])
-    return describe(fig, *measures_description(summary, measures))
+    return attach_description(fig, *measures_description(summary, measures))
 
 
 def measures_description(summary: dict, measures: Sequence[str] = ("affine_accuracy", "inference_ms",

@@ -3,8 +3,9 @@
 Taught in chapter 02 (``chapters/02_dynamic_routing.ipynb``). Pure matplotlib: every function takes tensors
 or arrays, draws, and returns the :class:`matplotlib.figure.Figure` (it never calls ``show``). Inputs are
 checked and a ``ValueError`` names the expected shape. Each ``plot_*`` function attaches alt text and a caption
-written from the numbers it draws (:func:`capsule_lab.figures.descriptions.describe`), so a chapter ends its cell with
-``show(fig)``. Output capsule j is told apart by colour *and* by line style (its votes) or hatch (its bars).
+written from the numbers it draws (:func:`capsule_lab.figures.descriptions.attach_description`), so a chapter
+ends its cell with ``show(fig)``. Output capsule j is told apart by colour *and* by line style (its votes) or hatch
+(its bars).
 
 Shapes (one sample, the batch dimension removed):
     votes      û_{j|i}   (I, J, 2)      for the 2-D toy
@@ -21,7 +22,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._checks import stack_per_iteration, tick_labels, to_numpy
-from .descriptions import describe, join_words
+from .descriptions import attach_description, join_words
 from .style import LINESTYLES, MAX_FIGURE_WIDTH, OUTPUT_COLORS, REFERENCE_COLOR
 
 __all__ = ["plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing"]
@@ -110,7 +111,7 @@ def plot_couplings(
     Returns:
         the Figure (R axes for the panels plus one for the colour bar), with alt text saying which output each
         input couples to most in the first and the last iteration (for up to 8 inputs; for more, the mean largest
-        coupling) and a caption (:func:`capsule_lab.figures.descriptions.describe`).
+        coupling) and a caption (:func:`capsule_lab.figures.descriptions.attach_description`).
 
     Chapter 02.
     """
@@ -142,9 +143,9 @@ def plot_couplings(
     if title:
         fig.suptitle(title)
     iterations = "iteration 1" if R == 1 else f"iterations 1 to {R}"
-    describe(fig, f"Heatmaps of the couplings of {I} input capsules (rows) to {J} output capsules (columns), one "
-                  f"panel per routing iteration, on one colour scale from 0 to 1. " + _iterations_alt(c, ins, outs),
-             f"Couplings of {I} input capsules to {J} output capsules, routing {iterations}")
+    alt = (f"Heatmaps of the couplings of {I} input capsules (rows) to {J} output capsules (columns), one panel per "
+           f"routing iteration, on one colour scale from 0 to 1. " + _iterations_alt(c, ins, outs))
+    attach_description(fig, alt, f"Couplings of {I} input capsules to {J} output capsules, routing {iterations}")
     return fig
 
 
@@ -273,10 +274,10 @@ def plot_routing_state(votes, couplings, poses, title: str | None = None,
     ins = tick_labels(input_labels, I, "{}", "input_labels")
     outs = tick_labels(output_labels, J, "v{}", "output_labels")
     lengths = join_words([f"{outs[j]} of length {np.linalg.norm(v[j]):.2f}" for j in range(J)])
-    describe(fig, f"Left: the 2-D votes of {I} input capsules for {J} output capsules, thin arrows as opaque and as "
-                  f"thick as their couplings, and the outputs as thick arrows, {lengths}. Right: one stacked bar of "
-                  f"couplings per input capsule; {_state(c, ins, outs)}.",
-             f"Votes, outputs and couplings of {I} input and {J} output capsules after routing")
+    alt = (f"Left: the 2-D votes of {I} input capsules for {J} output capsules, thin arrows as opaque and as thick as "
+           f"their couplings, and the outputs as thick arrows, {lengths}. Right: one stacked bar of couplings per input "
+           f"capsule; {_state(c, ins, outs)}.")
+    attach_description(fig, alt, f"Votes, outputs and couplings of {I} input and {J} output capsules after routing")
     return fig
 
 
@@ -323,9 +324,9 @@ def plot_toy_routing(
     I, J, _ = u.shape
     ins = tick_labels(input_labels, I, "{}", "input_labels")
     outs = tick_labels(output_labels, J, "v{}", "output_labels")
-    describe(fig, f"The 2-D votes of {I} input capsules for {J} output capsules, one panel per routing iteration: "
-                  f"votes are thin arrows, as opaque and as thick as their couplings, outputs thick arrows. "
-                  + _iterations_alt(c, ins, outs, v),
-             f"Routing by agreement on a 2-D toy of {I} input and {J} output capsules, "
-             + ("iteration 1" if R == 1 else f"iterations 1 to {R}"))
+    alt = (f"The 2-D votes of {I} input capsules for {J} output capsules, one panel per routing iteration: votes are "
+           f"thin arrows, as opaque and as thick as their couplings, outputs thick arrows. "
+           + _iterations_alt(c, ins, outs, v))
+    attach_description(fig, alt, f"Routing by agreement on a 2-D toy of {I} input and {J} output capsules, "
+                       + ("iteration 1" if R == 1 else f"iterations 1 to {R}"))
     return fig

@@ -22,46 +22,53 @@ process before any student code runs; executes a copy of the notebook in a fresh
 and errors (per-cell time limit); kills whatever the kernel left running; then scores the student's
 functions in a child process it starts and kills (per-task time limit), which returns plain tensors that
 the grader compares with its own answers. While the student's function runs, nothing of the package runs
-when the student's code calls it but what the task allows (deny by default, :mod:`.lock`): its answer, and
-every second route to it through another module, refuse to run. Nothing the student's code prints, writes or patches decides a
-score; the ``check`` calls in the notebook are feedback only. :func:`grade` does that for many notebooks
-and writes a JSON report per notebook and ``grades.csv``; :func:`grade_batch` grades a class in parallel
+when the student's code calls it but what the task allows (deny by default, :mod:`.engine.lock`): its answer,
+and every second route to it through another module, refuse to run. Nothing the student's code prints, writes or
+patches decides a score; the ``check`` calls in the notebook are feedback only. :func:`grade` does that for many
+notebooks and writes a JSON report per notebook and ``grades.csv``; :func:`grade_batch` grades a class in parallel
 (``--jobs N``), resumes an interrupted batch and grades one shard of it (``--shard K/N``), and
 :func:`merge_reports` joins the shards (``capsule-lab grade-merge``). Grading is not a sandbox: the student's code
 runs with the grader's rights (see the instructors' guide).
 
-The package, one idea per module:
+The package, in three layers, in import order — **tasks ← engine ← notebooks**: each sub-package imports only
+from the ones before it (the engine reads the tasks; the notebooks read the tasks and score with the engine), this
+module re-exports the public names of all three, and ``tests/test_import_graph.py`` keeps the whole of
+``capsule_lab`` free of import circles:
 
-- :mod:`.tasks`: the framework: :class:`Case`, :class:`WrongAnswer`, :class:`Task` and the registry
-  (:func:`task_ids`, :func:`get_task`, :func:`tasks_for_chapter`, :func:`~capsule_lab.grading.tasks.register`);
-- ``tasks_01``, ``tasks_02``, …: each chapter's tasks (references, cases, wrong answers, hints),
-  registered on import below; a later chapter adds ``tasks_NN.py`` and one import line here;
-- :mod:`.checking`: running a function on a task's cases and judging it, :func:`check`, :class:`CheckResult`;
-- :mod:`.reference_cache`: the reference answers of each task kept on disk, so a second check or grading answers
-  at once;
-- :mod:`.lock`: deny by default: while the student's function runs, nothing of the package runs for it
-  but what its task allows;
-- :mod:`.kernel`: running a notebook in a kernel for its outputs, errors and timeouts (nbclient);
-- :mod:`.evaluation` and :mod:`.child`: scoring the student's functions in a child process the grader owns;
-- :mod:`.processes`: starting and killing the processes student code runs in, and all they start;
-- :mod:`.notebooks`: :func:`grade_notebook`, :func:`grade`, the reports;
-- :mod:`.batch`: grading a class: worker processes, reports written as they come and resumed by content
-  hash, shards and their merge, ``grades.csv`` rebuilt from the reports;
-- :mod:`.assign`: the student notebooks in ``exercises/`` generated from ``solutions/`` (``capsule-lab assign``).
-- :mod:`.written`: the written answers (a prediction's reasoning, each exercise's written question) and their
-  rubrics, recorded for the instructor, never scored.
+1. :mod:`.tasks` (task content, the lowest): the framework — :class:`Case`, :class:`WrongAnswer`, :class:`Task` —
+   and the registry (:func:`task_ids`, :func:`get_task`, :func:`tasks_for_chapter`,
+   :func:`~capsule_lab.grading.tasks.registry.register`); ``tasks.ch01``, ``tasks.ch02``, …: each chapter's tasks
+   (references, cases, wrong answers, hints), registered when the package is imported (a later chapter adds
+   ``tasks/chNN.py`` and one import line in ``tasks/__init__.py``); :mod:`.tasks.questions`: the written questions
+   and their rubrics, registered beside the tasks, recorded for the instructor, never scored.
+2. :mod:`.engine` (the checking engine; imports the tasks): :mod:`.engine.records` (a case's result and its plain
+   data), :mod:`.engine.refusal` and :mod:`.engine.lock` (deny by default: while the student's function runs,
+   nothing of the package runs for it but what its task allows), :mod:`.engine.reference_cache` (the reference
+   answers kept on disk, so a second check or grading answers at once), :mod:`.engine.running` and
+   :mod:`.engine.judging` (running a function on a task's cases and judging it), :mod:`.engine.checking`
+   (:func:`check`, :class:`CheckResult`), :mod:`.engine.processes` (starting and killing the processes student code
+   runs in, and all they start), :mod:`.engine.evaluation` and :mod:`.engine.child` (scoring the student's
+   functions in a child process the grader owns).
+3. :mod:`.notebooks` (notebook files in and out; imports the tasks and the engine): :mod:`.notebooks.assign` (the
+   student notebooks in ``exercises/`` generated from ``solutions/``, ``capsule-lab assign``),
+   :mod:`.notebooks.written` (the written answers read from a notebook), :mod:`.notebooks.kernel` (running a
+   notebook in a kernel for its outputs, errors and timeouts: nbclient), :mod:`.notebooks.report`
+   (:func:`grade_notebook`), :mod:`.notebooks.folder` (a folder of reports: ``grades.csv``, merging shards),
+   :mod:`.notebooks.workers` and :mod:`.notebooks.batch` (grading a class: worker processes, reports written as
+   they come and resumed by content hash, shards; :func:`grade`).
 """
 
 from __future__ import annotations
 
-from . import tasks_01, tasks_02, tasks_03, tasks_04, tasks_05, tasks_06, tasks_07, tasks_08  # noqa: F401 - registers the chapters' tasks, in chapter order
-from .checking import ATOL, NOT_IMPLEMENTED, RTOL  # noqa: F401 - module constants of the former grading.py
-from .checking import CheckResult, check
-from .evaluation import STATUSES
-from .lock import AnswerRefused
-from .batch import grade_batch, merge_reports
-from .notebooks import chapter_of_notebook, grade, grade_notebook
-from .tasks import TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter
+from .tasks import TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter  # registers every chapter
+from .engine.checking import CheckResult, check
+from .engine.evaluation import STATUSES
+from .engine.judging import ATOL, RTOL  # noqa: F401 - module constants of the former grading.py
+from .engine.refusal import AnswerRefused
+from .engine.running import NOT_IMPLEMENTED  # noqa: F401 - a module constant of the former grading.py
+from .notebooks.batch import grade, grade_batch
+from .notebooks.folder import merge_reports
+from .notebooks.report import chapter_of_notebook, grade_notebook
 
 __all__ = [
     "Case", "WrongAnswer", "Task", "TASKS", "CheckResult", "AnswerRefused", "STATUSES",

@@ -16,16 +16,16 @@
 Every name is re-exported here: ``from capsule_lab.models import CapsNet, DeepCapsNet`` works.
 """
 
-from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
+from .network import CapsuleNetwork, ParseTrees, built_routers, layer_routers, network_config, routed_parse_trees
 from .capsnet import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
 from .deep_capsnet import DeepCapsNet, DeepCapsNetConfig, DeepCapsNetOutput
 from .ladder_capsnet import LadderCapsNet, LadderCapsNetConfig, LadderCapsNetOutput, ladder_capsnet_loss
-from .conv_capsnet import (ClassCapsuleLayer, ConvCapsNet, ConvCapsNetConfig, ConvCapsNetOutput, ConvCapsuleLayer,
-                           paper_routers)
+from .conv_capsnet import (PAPER_SIZES, ClassCapsuleLayer, ConvCapsNet, ConvCapsNetConfig, ConvCapsNetOutput,
+                           ConvCapsuleLayer, paper_routers)
 
-__all__ = ["CapsuleNetwork", "ParseTrees", "routed_parse_trees", "network_config",
+__all__ = ["CapsuleNetwork", "ParseTrees", "routed_parse_trees", "network_config", "layer_routers", "built_routers",
            "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss",
            "DeepCapsNetConfig", "DeepCapsNetOutput", "DeepCapsNet",
            "LadderCapsNetConfig", "LadderCapsNetOutput", "LadderCapsNet", "ladder_capsnet_loss",
            "ConvCapsNetConfig", "ConvCapsNetOutput", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet",
-           "paper_routers"]
+           "paper_routers", "PAPER_SIZES"]

@@ -25,8 +25,8 @@ from torch import nn
 from .._checks import check_one_of, check_tensor
 from ..capsules import PrimaryCapsules, margin_loss
 from ..layers import VOTES, CapsuleLayer
-from ..routing import Router, RouterSpec, check_router_spec
-from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
+from ..routing import LayerInfo, Router, RouterSpec, check_router_spec, router_kind
+from .network import CapsuleNetwork, ParseTrees, layer_routers, network_config, routed_parse_trees
 
 __all__ = ["BackboneConfig", "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss"]
 
@@ -77,7 +77,7 @@ class CapsNetConfig(BackboneConfig):
 
     def __post_init__(self):
         check_one_of(self.votes, VOTES, "votes")
-        check_router_spec(self.router)
+        object.__setattr__(self, "router", check_router_spec(self.router))
 
     @classmethod
     def sabour(cls, **changes) -> "CapsNetConfig":
@@ -92,6 +92,29 @@ class CapsNetConfig(BackboneConfig):
         8k offline digits in ~9 s on 2 CPU cores, 8 types (288) in ~18 s, to the same accuracy after 3 epochs.
         """
         return replace(cls(conv_channels=64, primary_types=4), **changes)
+
+    @property
+    def label(self) -> str:
+        """A short name for tables: ``"capsnet r=3"`` (its router's iterations), ``"capsnet uniform"`` for a
+        router that does not iterate."""
+        spec = self.router[-1] if isinstance(self.router, tuple) else self.router
+        if spec is None:
+            return "capsnet"
+        return f"capsnet r={spec.iterations}" if router_kind(spec.kind).iterations is not None else f"capsnet {spec.kind}"
+
+    @property
+    def class_inputs(self) -> int:
+        """How many capsules the class layer routes: the primary capsules."""
+        return self.primary_caps
+
+    def router_layers(self) -> tuple:
+        """What the one routing layer knows (:class:`~capsule_lab.routing.LayerInfo`): the primary capsules to the
+        class capsules, fully connected."""
+        return (LayerInfo(self.primary_caps, self.classes, self.class_dim),)
+
+    def network(self, router=None) -> "CapsNet":
+        """The network this config describes, ``CapsNet(self, router)``."""
+        return CapsNet(self, router)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -140,24 +163,26 @@ class Decoder(nn.Module):
 class CapsNet(CapsuleNetwork):
     """Sabour et al.'s CapsNet, at full size (``CapsNetConfig.sabour()``) or slim (``CapsNetConfig.slim()``).
 
-    ``CapsNet(config, router=None)``: the class layer's router is built from ``config.router``, or is ``router``
-    (any :class:`~capsule_lab.routing.Router`; the network's ``config`` then says ``router=None``). ``model.router``
+    ``CapsNet(config, router=None)``: the class layer's router is built from ``config.router``, or from ``router``
+    — a registered kind's name, a :class:`~capsule_lab.routing.RouterSpec` (the network's ``config`` then says so), a
+    factory ``f(layer) → Router`` or a :class:`~capsule_lab.routing.Router` (the ``config`` then says
+    ``router=None``): the seam every network shares (:func:`~capsule_lab.models.network.layer_routers`). ``model.router``
     is the router it routes with. ``forward(x, targets=None)`` → :class:`CapsNetOutput`. The decoder
     reconstructs from the target class when ``targets`` is given (training) and from the longest capsule otherwise.
 
     Chapter 02.
     """
 
-    def __init__(self, config: CapsNetConfig | None = None, router: Router | None = None):
+    def __init__(self, config: CapsNetConfig | None = None, router=None):
         super().__init__()
-        self.config = c = network_config(config or CapsNetConfig.sabour(), CapsNetConfig, router, "router")
+        self.config, router = network_config(config or CapsNetConfig.sabour(), CapsNetConfig, router)
+        c = self.config
         if c.primary_grid < 1:
             raise ValueError(f"image_size {c.image_size} is too small for the conv and primary kernels")
         self.conv = nn.Conv2d(c.in_channels, c.conv_channels, c.conv_kernel)
         self.primary = PrimaryCapsules(c.conv_channels, c.primary_types, c.primary_dim,
                                        c.primary_kernel, c.primary_stride)
-        if router is None:
-            router = c.router.build(c.primary_caps, c.classes, c.class_dim)
+        router = layer_routers(router, c.router_layers())(0)
         self.digits = CapsuleLayer(c.primary_caps, c.primary_dim, c.classes, c.class_dim,
                                    router=router, init_std=c.init_std, votes=c.votes)
         self.decoder = (Decoder(c.classes, c.class_dim, c.decoder_hidden, c.image_size, c.in_channels)
@@ -179,6 +204,30 @@ class CapsNet(CapsuleNetwork):
     def parse_trees(self, out: "CapsNetOutput") -> ParseTrees:
         """The class layer's couplings read as parse trees (:func:`~capsule_lab.models.network.routed_parse_trees`)."""
         return routed_parse_trees(out.couplings, self.router.normalize_over)
+
+    def stages(self, images: torch.Tensor) -> list:
+        """Convolutions, votes and routing — or votes and routing as one stage where the class layer routes without
+        forming the votes (:func:`~capsule_lab.routing.vote_free_routing`) — as cumulative prefixes (see
+        :meth:`~capsule_lab.models.CapsuleNetwork.stages`); the routing stage names its router's iterations where the
+        router has them."""
+        def convolutions():
+            return self.primary(F.relu(self.conv(images)))
+
+        r = getattr(self.router, "iterations", None)
+        counted = "" if r is None else f" ({r} iterations)"
+        layer = self.digits
+        with torch.no_grad():                           # does the layer route vote-free? (its router may not know how)
+            fused = (layer.vote_free and layer.vote_form == "plain" and not layer.router.hooked
+                     and layer.router.route_weights(self.primary(F.relu(self.conv(images[:1]))), layer.weight)
+                     is not None)
+
+        def routing():
+            return layer(convolutions()).poses
+
+        if fused:                                                               # the votes are never formed
+            return [("convolutions", convolutions), (f"votes and routing, vote-free{counted}", routing)]
+        return [("convolutions", convolutions), ("votes", lambda: layer.votes(convolutions())),
+                (f"routing{counted}", routing)]
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> CapsNetOutput:
         c = self.config

@@ -77,19 +77,18 @@ Shapes (B batch, H × W a grid, T input types, J output types or classes, I inpu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional
 
 import torch
 from torch import nn
 
-from .._checks import check_nonnegative, check_one_of, check_positive_int, check_tensor, shape_error
+from .._checks import check_nonnegative, check_positive_int, check_tensor, shape_error
 from ..layers import check_router
 from ..capsules import margin_loss
-from ..routing import (KERNELS, ROUTER_KINDS, TABLE2, ConnectionistRouter, Router, RouterSpec, RoutingResult,
-                       SimilarityRouter, check_router_spec)
-from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
+from ..routing import KERNELS, TABLE2, LayerInfo, Router, RouterSpec, RoutingResult, check_router_spec
+from .network import CapsuleNetwork, ParseTrees, layer_routers, network_config, routed_parse_trees
 
-__all__ = ["POSE_SIZE", "POSE_DIM", "ROUTING_LAYERS", "ConvCapsNetConfig", "ConvCapsNetOutput",
+__all__ = ["POSE_SIZE", "POSE_DIM", "ROUTING_LAYERS", "PAPER_SIZES", "ConvCapsNetConfig", "ConvCapsNetOutput",
            "CapsuleGrid", "matrix_votes", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet", "paper_routers"]
 
 #: Every pose is a 4×4 matrix; this is its side.
@@ -101,6 +100,16 @@ POSE_DIM = POSE_SIZE * POSE_SIZE
 ROUTING_LAYERS = ("conv_caps_1", "conv_caps_2", "class_caps")
 
 _VOTE_EPS = 1e-6
+
+#: The paper's router sizes per routing layer (conv capsules 1, conv capsules 2, class capsules), by the
+#: :class:`~capsule_lab.routing.RouterSpec` option that holds them: Q kernels of the similarity router
+#: (:data:`~capsule_lab.routing.similarity.KERNELS`) and Table 2's connectionist sizes
+#: (:data:`~capsule_lab.routing.connectionist.TABLE2`). A spec takes those its kind reads
+#: (:meth:`~capsule_lab.routing.RouterSpec.per_layer`).
+PAPER_SIZES = {"kernels": tuple(KERNELS[layer] for layer in ROUTING_LAYERS),
+               "compatibility_hidden": tuple(TABLE2[layer][0] for layer in ROUTING_LAYERS),
+               "activation_hidden": tuple(TABLE2[layer][1] for layer in ROUTING_LAYERS),
+               "lstm_hidden": tuple(TABLE2[layer][2] for layer in ROUTING_LAYERS)}
 
 
 # ------------------------------------------------------------------------------------------------ sizes
@@ -117,8 +126,8 @@ class ConvCapsNetConfig:
     ``conv_channels`` is Table 1's A, ``primary_types`` B, ``caps1_types`` C, ``caps2_types`` D; the kernels
     and strides are the table's (5/2, then 1×1 primary capsules, 3/2, 3/1). ``init_std``: the normal
     initialisation of the transformation matrices W. ``router``: the :class:`~capsule_lab.routing.RouterSpec` the
-    three routing layers build their routers from (:func:`paper_routers`); None in the config of a network that was
-    given router modules.
+    three routing layers build their routers from, or a tuple of three (:meth:`router_specs` gives the paper's sizes
+    per layer); None in the config of a network that was given router modules.
     """
 
     image_size: int = 28
@@ -141,7 +150,7 @@ class ConvCapsNetConfig:
         for f in fields(self):
             if f.name not in ("classes", "init_std", "router"):
                 check_positive_int(getattr(self, f.name), f.name)
-        check_router_spec(self.router)
+        object.__setattr__(self, "router", check_router_spec(self.router))
         check_positive_int(self.classes, "classes", minimum=2)
         check_nonnegative(self.init_std, "init_std")
         size = self.image_size
@@ -182,6 +191,29 @@ class ConvCapsNetConfig:
     def class_inputs(self) -> int:
         """How many inputs the class capsule layer routes, every capsule of conv capsule layer 2."""
         return self.grids[2] ** 2 * self.caps2_types
+
+    def router_layers(self) -> tuple:
+        """What each of the three routing layers knows (:class:`~capsule_lab.routing.LayerInfo`): conv capsules 1
+        and 2 route the K·K·T capsules of a receptive field to their capsule types at every position
+        (convolutional), the class layer the flattened last grid to the classes; 16-D poses everywhere."""
+        inputs = (self.caps1_kernel ** 2 * self.primary_types, self.caps2_kernel ** 2 * self.caps1_types,
+                  self.class_inputs)
+        outputs = (self.caps1_types, self.caps2_types, self.classes)
+        return tuple(LayerInfo(i, j, POSE_DIM, None, l, len(ROUTING_LAYERS), convolutional=l < 2)
+                     for l, (i, j) in enumerate(zip(inputs, outputs)))
+
+    def network(self, router=None) -> "ConvCapsNet":
+        """The network this config describes, ``ConvCapsNet(self, router)``."""
+        return ConvCapsNet(self, router)
+
+    @staticmethod
+    def router_specs(kind, iterations: int = 3) -> tuple:
+        """The paper's three router specs for ``kind`` (a registered kind's name, with ``iterations``, or a
+        :class:`~capsule_lab.routing.RouterSpec`, its own iterations and options then): the spec with the paper's
+        sizes per layer (:data:`PAPER_SIZES`) wherever its kind reads them — Q = 4, 4, 10 kernels for similarity
+        routing, Table 2's sizes for connectionist routing — and the same spec in every layer otherwise."""
+        spec = kind if isinstance(kind, RouterSpec) else RouterSpec(kind, iterations)
+        return spec.per_layer(PAPER_SIZES)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -376,30 +408,25 @@ class ConvCapsNetOutput(NamedTuple):
 class ConvCapsNet(CapsuleNetwork):
     """Faria's convolutional capsule network (Table 1) with a router per routing layer. Chapter 07.
 
-    ``ConvCapsNet(config, routers)``: ``config`` a :class:`ConvCapsNetConfig` (default ``paper()``);
-    ``routers`` three :class:`~capsule_lab.routing.Router` modules for conv capsule layer 1, conv capsule layer 2
-    and the class layer (``pose_dim`` 16 if one declares it), e.g. ``paper_routers("similarity", config=config)``;
-    None: :func:`paper_routers` of the config's router spec (the network's ``config`` says ``router=None`` when
-    routers were given).
+    ``ConvCapsNet(config, router=None)``: ``config`` a :class:`ConvCapsNetConfig` (default ``paper()``); the routers
+    of conv capsule layer 1, conv capsule layer 2 and the class layer built from ``config.router`` or from ``router``,
+    through the seam every network shares (:func:`~capsule_lab.models.network.layer_routers`): a registered kind's
+    name, a :class:`~capsule_lab.routing.RouterSpec`, a factory ``f(layer) → Router``, or three of these or of
+    :class:`~capsule_lab.routing.Router` modules (``pose_dim`` 16 if one declares it), e.g.
+    ``ConvCapsNetConfig.router_specs("similarity")``, the paper's sizes per layer.
     ``forward(images)`` → :class:`ConvCapsNetOutput`.
     :meth:`~capsule_lab.models.network.CapsuleNetwork.routing_parameters` and :meth:`parameter_counts`
     separate the routers' parameters from the rest (the paper counts the network without them); :meth:`loss` is the
     margin loss on the class activations.
     """
 
-    def __init__(self, config: Optional[ConvCapsNetConfig] = None, routers: Optional[Sequence] = None):
+    def __init__(self, config: Optional[ConvCapsNetConfig] = None, router=None):
         super().__init__()
-        self.config = c = network_config(config if config is not None else ConvCapsNetConfig.paper(),
-                                         ConvCapsNetConfig, routers)
-        if routers is None:
-            routers = paper_routers(c.router, config=c)
-        elif isinstance(routers, (str, bytes)) or not hasattr(routers, "__iter__"):
-            raise ValueError(f"routers must be a sequence of 3 routers (conv capsules 1, conv capsules 2, class "
-                             f"capsules), got {type(routers).__name__}")
-        routers = list(routers)
-        if len(routers) != len(ROUTING_LAYERS):
-            raise ValueError(f"routers must be a sequence of 3 routers (conv capsules 1, conv capsules 2, class "
-                             f"capsules), got {len(routers)}")
+        self.config, router = network_config(config if config is not None else ConvCapsNetConfig.paper(),
+                                             ConvCapsNetConfig, router)
+        c = self.config
+        make = layer_routers(router, c.router_layers())
+        routers = [make(l) for l in range(len(ROUTING_LAYERS))]        # the routers first, then the layers' weights
         for router, name, outputs in zip(routers, ROUTING_LAYERS, (c.caps1_types, c.caps2_types, c.classes)):
             _check_router(router, f"the {name} router", outputs)
         A, B, C, D = c.conv_channels, c.primary_types, c.caps1_types, c.caps2_types
@@ -460,39 +487,26 @@ class ConvCapsNet(CapsuleNetwork):
 
 def paper_routers(kind, iterations: int = 3, config: Optional[ConvCapsNetConfig] = None) -> tuple:
     """The three routers for conv capsules 1, conv capsules 2 and the class layer of a network with ``config`` (None:
-    ``ConvCapsNetConfig.paper()``). ``kind``: a kind of :data:`~capsule_lab.routing.spec.ROUTER_KINDS` with
-    ``iterations`` (r for dynamic routing, T for the learned routers), or a :class:`~capsule_lab.routing.RouterSpec`
-    (its own iterations and options then).
+    ``ConvCapsNetConfig.paper()``), built from :meth:`ConvCapsNetConfig.router_specs` ``(kind, iterations)``: a
+    registered kind with ``iterations`` (r for dynamic routing, T for the learned routers), or a
+    :class:`~capsule_lab.routing.RouterSpec` (its own iterations and options then).
 
-    The paper's two learned routers (§5) have its sizes per layer:
+    The paper's two learned routers (§5) have its sizes per layer (:data:`PAPER_SIZES`):
 
     - ``"similarity"``: :class:`~capsule_lab.routing.SimilarityRouter` with Q = 4, 4, 10 Gaussian kernels
-      (:data:`~capsule_lab.routing.similarity.KERNELS`); in the two convolutional layers λ1, λ2 and θ are "distinct for each
-      channel" (§4.1): ``channels`` = C and D, the layers' capsule types; the class layer, not convolutional, has one
-      λ1, λ2 and θ.
+      (:data:`~capsule_lab.routing.similarity.KERNELS`); in the two convolutional layers λ1, λ2 and θ are "distinct for
+      each channel" (§4.1): one per capsule type; the class layer, not convolutional, has one λ1, λ2 and θ.
     - ``"connectionist"``: :class:`~capsule_lab.routing.ConnectionistRouter` with Table 2's sizes
-      (:data:`~capsule_lab.routing.connectionist.TABLE2`: f_c hidden (), (32, 32), (64, 64); f_a hidden (), (64, 64), (124, 124);
-      LSTM 16) on 16-D poses.
+      (:data:`~capsule_lab.routing.connectionist.TABLE2`: f_c hidden (), (32, 32), (64, 64); f_a hidden (), (64, 64),
+      (124, 124); LSTM 16) on 16-D poses.
 
-    Every other kind is built by :meth:`~capsule_lab.routing.RouterSpec.build` for each layer's inputs (K·K·T for a
-    convolutional layer, the flattened grid for the class layer), outputs and 16-D poses: ``"dynamic"`` is
-    Sabour's routing (no parameters; r poses, r − 1 logit updates). The paper runs "every routing procedure for
-    three iterations": the default 3 is read in each procedure's own terms (r = 3 for dynamic routing, T = 3 for
-    the learned routers). Chapter 07.
+    Every other kind is built from the same spec in each layer for its inputs (K·K·T for a convolutional layer, the
+    flattened grid for the class layer), outputs and 16-D poses: ``"dynamic"`` is Sabour's routing (no parameters;
+    r poses, r − 1 logit updates). The paper runs "every routing procedure for three iterations": the default 3 is
+    read in each procedure's own terms (r = 3 for dynamic routing, T = 3 for the learned routers). Chapter 07.
     """
-    spec = kind if isinstance(kind, RouterSpec) else RouterSpec(check_one_of(kind, ROUTER_KINDS, "kind"), iterations)
     config = config if config is not None else ConvCapsNetConfig.paper()
     if not isinstance(config, ConvCapsNetConfig):
         raise ValueError(f"config must be a ConvCapsNetConfig, got {type(config).__name__}")
-    if spec.kind == "similarity":
-        channels = (config.caps1_types, config.caps2_types, None)
-        return tuple(SimilarityRouter(kernels=KERNELS[layer], iterations=spec.iterations, channels=c)
-                     for layer, c in zip(ROUTING_LAYERS, channels))
-    if spec.kind == "connectionist":
-        return tuple(ConnectionistRouter(POSE_DIM, hidden=TABLE2[layer][2], compatibility_hidden=TABLE2[layer][0],
-                                         activation_hidden=TABLE2[layer][1], iterations=spec.iterations)
-                     for layer in ROUTING_LAYERS)
-    inputs = (config.caps1_kernel ** 2 * config.primary_types, config.caps2_kernel ** 2 * config.caps1_types,
-              config.class_inputs)
-    outputs = (config.caps1_types, config.caps2_types, config.classes)
-    return tuple(spec.build(i, j, POSE_DIM) for i, j in zip(inputs, outputs))
+    make = layer_routers(ConvCapsNetConfig.router_specs(kind, iterations), config.router_layers())
+    return tuple(make(l) for l in range(len(ROUTING_LAYERS)))

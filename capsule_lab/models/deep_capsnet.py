@@ -28,10 +28,10 @@ from torch import nn
 
 from .._checks import check_nonnegative, check_one_of, check_positive_int, check_tensor
 from ..capsules import squash, squash_exp
-from ..layers import VOTES, CapsuleLayer, check_router
-from ..routing import RouterSpec, check_router_spec
+from ..layers import VOTES, CapsuleLayer
+from ..routing import LayerInfo, RouterSpec, check_router_spec
 from .capsnet import Decoder, capsnet_loss
-from .network import CapsuleNetwork, ParseTrees, network_config, routed_parse_trees
+from .network import CapsuleNetwork, ParseTrees, layer_routers, network_config, routed_parse_trees
 
 __all__ = ["SQUASHES", "DeepCapsNetConfig", "DeepCapsNetOutput", "DeepCapsNet"]
 
@@ -75,7 +75,7 @@ class DeepCapsNetConfig:
     squash: str = "exp"                 # "exp" (squash_exp, the paper's) or "sabour" (squash)
 
     def __post_init__(self):
-        check_router_spec(self.router)
+        object.__setattr__(self, "router", check_router_spec(self.router))
         check_one_of(self.votes, VOTES, "votes")
         check_positive_int(self.routing_layers, "routing_layers")
         _check_squash(self.squash)
@@ -98,6 +98,17 @@ class DeepCapsNetConfig:
     def layer_sizes(self) -> tuple:
         """Capsules per capsule layer, primary first — ``(16, 16, 16, 16, 10)`` for L = 4."""
         return (self.capsules,) * self.routing_layers + (self.classes,)
+
+    def router_layers(self) -> tuple:
+        """What each of the L routing layers knows (:class:`~capsule_lab.routing.LayerInfo`): its capsules in and
+        out, their dimension, the network's squash, its index."""
+        sizes = self.layer_sizes
+        return tuple(LayerInfo(n_in, n_out, self.capsule_dim, SQUASHES[self.squash], l, self.routing_layers)
+                     for l, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])))
+
+    def network(self, router=None) -> "DeepCapsNet":
+        """The network this config describes, ``DeepCapsNet(self, router)``."""
+        return DeepCapsNet(self, router)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -128,17 +139,21 @@ class DeepCapsNet(CapsuleNetwork):
     materialised W u: 16 × 16 capsules of dimension 8 are small, and the readable routing is faster here).
     ``forward(x, targets=None)`` → :class:`DeepCapsNetOutput` with every capsule layer and every coupling tensor,
     for the diagnostics of :mod:`capsule_lab.diagnostics`; ``.lengths`` makes it work with
-    :func:`capsule_lab.training.fit`. ``routers``, if given, routes the L layers instead of ``config.router`` (the
-    network's ``config`` then says ``router=None``): a sequence of L :class:`~capsule_lab.routing.Router` modules, or
-    a function of the layer index l = 0 … L − 1 that returns one (e.g. ``lambda l: SimilarityRouter()``, a learned
-    router of chapter 07).
+    :func:`capsule_lab.training.fit`. ``router``, if given, routes the L layers instead of ``config.router``, through
+    the seam every network shares (:func:`~capsule_lab.models.network.layer_routers`): a registered kind's name, a
+    :class:`~capsule_lab.routing.RouterSpec`, a factory ``f(layer) → Router`` given each layer's
+    :class:`~capsule_lab.routing.LayerInfo` (its sizes, its index and the network's squash, e.g.
+    ``lambda layer: SimilarityRouter()``, a learned router of chapter 07), or a sequence of L of these or of
+    :class:`~capsule_lab.routing.Router` modules. Router modules or factories leave the network's ``config`` saying
+    ``router=None``.
 
     Chapter 04.
     """
 
-    def __init__(self, config: DeepCapsNetConfig | None = None, routers=None):
+    def __init__(self, config: DeepCapsNetConfig | None = None, router=None):
         super().__init__()
-        self.config = c = network_config(config or DeepCapsNetConfig.paper(), DeepCapsNetConfig, routers)
+        self.config, router = network_config(config or DeepCapsNetConfig.paper(), DeepCapsNetConfig, router)
+        c = self.config
         convs, channels, size = [], c.in_channels, c.image_size
         for out in c.conv_channels:
             convs += [nn.Conv2d(channels, out, 5, stride=2), nn.ReLU(inplace=True)]
@@ -147,21 +162,11 @@ class DeepCapsNet(CapsuleNetwork):
             raise ValueError(f"image_size {c.image_size} is too small for {len(c.conv_channels)} conv layers")
         self.backbone = nn.Sequential(*convs, nn.Flatten(), nn.Linear(channels * size * size,
                                                                       c.capsules * c.capsule_dim))
-        sizes = c.layer_sizes
-        if routers is not None:
-            if callable(routers) and not isinstance(routers, nn.Module):
-                routers = [routers(l) for l in range(c.routing_layers)]
-            routers = list(routers)
-            if len(routers) != c.routing_layers:
-                raise ValueError(f"routers must be {c.routing_layers} routers (one per routing layer) or a function "
-                                 f"of the layer index, got {len(routers)}")
-            for l, router in enumerate(routers):
-                check_router(router, f"routers[{l}]")
+        infos = c.router_layers()
+        make = layer_routers(router, infos)
         layers = []
-        for l, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):    # each layer's router, then its W
-            router = (c.router.build(n_in, n_out, c.capsule_dim, activation=SQUASHES[c.squash]) if routers is None
-                      else routers[l])
-            layers.append(CapsuleLayer(n_in, c.capsule_dim, n_out, c.capsule_dim, router=router,
+        for l, layer in enumerate(infos):                             # each layer's router, then its W
+            layers.append(CapsuleLayer(layer.inputs, c.capsule_dim, layer.outputs, c.capsule_dim, router=make(l),
                                        init_std=c.init_std, votes=c.votes, vote_free=False))
         self.layers = nn.ModuleList(layers)
         self.decoder = (Decoder(c.classes, c.capsule_dim, c.decoder_hidden, c.image_size, c.in_channels)

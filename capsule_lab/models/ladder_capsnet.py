@@ -106,6 +106,21 @@ class LadderCapsNetConfig(BackboneConfig):
         return replace(cls(conv_channels=32, primary_types=4, k=32, class_dim=16,
                            widths=tuple(w // SLIM_FACTOR for w in f_widths)), **changes)
 
+    @property
+    def label(self) -> str:
+        """A short name for tables: ``"ladder K=16"``."""
+        return f"ladder K={self.k}"
+
+    def router_layers(self) -> tuple:
+        """None: the ladder network does not route (its pruning and ladder layers take the routing layer's place)."""
+        return ()
+
+    def network(self, router=None) -> "LadderCapsNet":
+        """The network this config describes, ``LadderCapsNet(self)``; ``router`` must be None (it does not route)."""
+        if router is not None:
+            raise ValueError("a LadderCapsNet does not route: router must be None")
+        return LadderCapsNet(self)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -175,6 +190,19 @@ class LadderCapsNet(CapsuleNetwork):
         every class), at 2 levels."""
         code = out.code.detach().float()
         return ParseTrees(code[:, :, None].expand(-1, -1, out.activities.shape[1]), 2, "none")
+
+    def stages(self, images: torch.Tensor) -> list:
+        """Convolutions, pruning and the weight networks of c, eqs. 1–4, as cumulative prefixes (see
+        :meth:`~capsule_lab.models.CapsuleNetwork.stages`)."""
+        def convolutions():
+            return self.primary(F.relu(self.conv(images)))
+
+        def weights():
+            pruned = self.pruning(convolutions())
+            return (pruned.selected, *self.ladder.weights(pruned.code))
+
+        return [("convolutions", convolutions), ("pruning and the weight networks of c", weights),
+                ("eqs. 1-4", lambda: self(images).activities)]
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> LadderCapsNetOutput:
         c = self.config

@@ -9,8 +9,14 @@ that the code that trains and measures networks never asks which family it holds
 - its routers, ``model.routers()`` (the routing layers' :class:`~capsule_lab.routing.Router` modules, input to
   output; none for the ladder), and its routing parameters, ``model.routing_parameters()`` (what it learns in
   place of fixed routing: its routers' parameters, or the ladder's pruning and ladder layers);
+- one seam for its routers: ``Network(config, router=...)`` takes, for every family, a registered kind's name, a
+  :class:`~capsule_lab.routing.RouterSpec`, a router factory ``f(layer) → Router`` (given each routing layer's
+  :class:`~capsule_lab.routing.LayerInfo`: its sizes, the network's squash, its place), a
+  :class:`~capsule_lab.routing.Router` (a network of one routing layer), or a sequence of these, one per routing layer
+  (:func:`network_config`, :func:`layer_routers`), as torchvision's models take ``norm_layer``;
 - what its output offers the parse-tree measures (chapter 05's keys and entropy, chapter 04's dyr),
-  ``model.parse_trees(output)`` → :class:`ParseTrees`.
+  ``model.parse_trees(output)`` → :class:`ParseTrees`;
+- the stages of its forward pass, ``model.stages(images)``, for the step breakdown of chapter 06.
 
 Every output has ``.scores`` ``(B, classes)``, the class scores the network predicts with (the longest class
 capsule, the largest activity or activation).
@@ -20,12 +26,14 @@ from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 from torch import nn
 
-__all__ = ["ParseTrees", "CapsuleNetwork", "routed_parse_trees", "network_config"]
+from ..routing import LayerInfo, Router, RouterSpec
+
+__all__ = ["ParseTrees", "CapsuleNetwork", "routed_parse_trees", "network_config", "layer_routers", "built_routers"]
 
 
 class ParseTrees(NamedTuple):
@@ -35,13 +43,16 @@ class ParseTrees(NamedTuple):
     (chapter 05's key is the column of its predicted class, quantised); ``levels``: the quantisation levels K of the
     keys; ``normalize_over``: the axis the network's couplings sum to 1 over before they were read (``"outputs"``,
     ``"inputs"``, or ``"none"``: not routing couplings, the ladder's code vector); ``dynamics``: the couplings
-    chapter 04's routing dynamics (dyr) reads, or None for a network that does not route.
+    chapter 04's routing dynamics (dyr) reads, or None for a network that does not route; ``routed``: the couplings as
+    the router returned them, before they were read as parse trees (chapter 05's REM measures read these: under
+    quantised inference they are the bin centres the routing used), or None for a network that does not route.
     """
 
     couplings: torch.Tensor
     levels: int
     normalize_over: str
     dynamics: torch.Tensor | None = None
+    routed: torch.Tensor | None = None
 
 
 def routed_parse_trees(couplings: torch.Tensor, normalize_over: str, levels: int = 11) -> ParseTrees:
@@ -55,21 +66,84 @@ def routed_parse_trees(couplings: torch.Tensor, normalize_over: str, levels: int
     """
     c = couplings.detach().float().clamp_min(0)
     c = c / c.sum(dim=2, keepdim=True).clamp_min(1e-12)
-    return ParseTrees(c, levels, normalize_over, dynamics=c)
+    return ParseTrees(c, levels, normalize_over, dynamics=c, routed=couplings.detach())
 
 
-def network_config(config, config_class: type, routers, argument: str = "routers"):
-    """The config a network keeps. A network builds its routers from its config's
-    :class:`~capsule_lab.routing.RouterSpec` (``config.router``), or is given router modules instead (``routers``,
-    the constructor's ``argument``, not None); then it keeps the config with ``router=None``, so that its config
-    never names a routing it does not run. ``ValueError`` unless ``config`` is a ``config_class``, or when neither
-    a spec nor modules say how to route. Chapter 08.
+def _is_spec(item) -> bool:
+    return isinstance(item, (str, RouterSpec))
+
+
+def _spec(item) -> RouterSpec:
+    return RouterSpec(item) if isinstance(item, str) else item
+
+
+def network_config(config, config_class: type, router, argument: str = "router"):
+    """``(config, routers)``: the config a network keeps and what its routing layers build their routers from.
+
+    ``router`` None: the config's :class:`~capsule_lab.routing.RouterSpec` (``config.router``; a tuple of specs
+    gives each routing layer its own). A kind's name, a spec or a sequence of them: the config kept says so
+    (``router=`` that spec, or the tuple). Router modules or factories (or a sequence mixing them): the config kept
+    says ``router=None``, so that a config never names a routing it does not run. ``ValueError`` unless ``config``
+    is a ``config_class``, or when neither the config nor ``router`` says how to route. Chapter 08.
     """
     if not isinstance(config, config_class):
         raise ValueError(f"config must be a {config_class.__name__}, got {type(config).__name__}")
-    if routers is None and config.router is None:
-        raise ValueError(f"config.router is None (a network that was given router modules): pass {argument}=")
-    return config if routers is None else replace(config, router=None)
+    if router is None:
+        if config.router is None:
+            raise ValueError(f"config.router is None (a network that was given router modules): pass {argument}=")
+        return config, config.router
+    if _is_spec(router):
+        return replace(config, router=_spec(router)), _spec(router)
+    if isinstance(router, (list, tuple)) and router and all(_is_spec(r) for r in router):
+        specs = tuple(_spec(r) for r in router)
+        return replace(config, router=specs), specs
+    return replace(config, router=None), router
+
+
+def layer_routers(router, layers: Sequence[LayerInfo], argument: str = "router") -> Callable[[int], Router]:
+    """``make(l)``: the router of routing layer l, from what a network was given (:func:`network_config`'s second
+    value) for its routing ``layers`` (one :class:`~capsule_lab.routing.LayerInfo` each, input to output). Each item —
+    one for every layer, or one per layer in a sequence of ``len(layers)`` — is a kind's name, a
+    :class:`~capsule_lab.routing.RouterSpec`, a factory ``f(layer) → Router`` or a :class:`~capsule_lab.routing.Router`
+    (one module cannot route two layers: it would share its parameters). The lengths and kinds are checked here,
+    each router is built when ``make(l)`` is called, so a network draws its routers' parameters where its
+    initialisation expects them. Chapter 08.
+    """
+    L = len(layers)
+    if isinstance(router, (list, tuple)):
+        items = list(router)
+        if len(items) != L:
+            raise ValueError(f"{argument} must give {L} routers (one per routing layer), got {len(items)}")
+    else:
+        if isinstance(router, Router) and L > 1:
+            raise ValueError(f"{argument} is one Router module but the network has {L} routing layers: give one per "
+                             f"layer, a kind's name, a RouterSpec or a factory f(layer) → Router")
+        items = [router] * L
+    for k, item in enumerate(items):
+        if isinstance(item, str):
+            items[k] = RouterSpec(item)
+        elif not (isinstance(item, Router) or callable(item)):
+            raise ValueError(f"{argument} must be a kind's name, a RouterSpec, a factory f(layer) → Router or a Router "
+                             f"(or one per routing layer), got {type(item).__name__}")
+
+    def make(l: int) -> Router:
+        item = items[l]
+        built = item if isinstance(item, Router) else item(layers[l])
+        name = argument if L == 1 else f"{argument}[{l}]"
+        if not isinstance(built, Router):
+            raise ValueError(f"{name} must be a capsule_lab.routing.Router (an nn.Module called as "
+                             f"router(votes, activations=None) → RoutingResult), got {type(built).__name__}")
+        return built
+
+    return make
+
+
+def built_routers(router, layers: Sequence[LayerInfo], argument: str = "router") -> list:
+    """The routers of ``layers`` built now, input to output (:func:`layer_routers`): for a comparison that builds
+    every router before its network's own weights, so that a router with parameters draws them the same way whatever
+    network it routes in (:func:`capsule_lab.study.same_start`). Chapters 07–08."""
+    make = layer_routers(router, layers, argument)
+    return [make(l) for l in range(len(layers))]
 
 
 class CapsuleNetwork(nn.Module, metaclass=ABCMeta):
@@ -103,3 +177,10 @@ class CapsuleNetwork(nn.Module, metaclass=ABCMeta):
     @abstractmethod
     def parse_trees(self, out) -> ParseTrees:
         """What ``out``, this network's output, offers the parse-tree measures (:class:`ParseTrees`)."""
+
+    def stages(self, images: torch.Tensor) -> list:
+        """The stages of the forward pass on ``images`` as cumulative prefixes ``[(stage, forward of the prefix), …]``:
+        each function runs the network up to the end of its stage and returns what is there (chapter 06's step
+        breakdown, :func:`capsule_lab.cost.step_breakdown`). By default one stage, the whole forward pass; a family
+        that can cut its pass into meaningful stages says so."""
+        return [("forward pass", lambda: self(images))]

@@ -23,8 +23,11 @@ so every one of them runs in every capsule layer and network of the package. One
   Efficient-CapsNet's routing in one pass, the routing bench's modern baseline (chapter 08);
 - :mod:`~capsule_lab.routing.polarisation` — :func:`coupling_polarisation`: how far couplings are from uniform
   (chapters 03 and 07);
-- :mod:`~capsule_lab.routing.spec` — :class:`RouterSpec`: the routing a network's config asks for, built into a
-  router when the network is built.
+- :mod:`~capsule_lab.routing.registry` — one registry of routers: :func:`register_router` names a kind once, with a
+  builder given what the layer knows (:class:`LayerInfo`), and every network, study, the bench, the smoke run and
+  the command line build it by that name (chapter 08);
+- :mod:`~capsule_lab.routing.spec` — :class:`RouterSpec`: the routing a network's config asks for, by registered
+  kind and options, built into a router when the network is built.
 
 Shapes: votes ``(B, I, J, D)``, input activations ``(B, I)``, logits and couplings ``(B, I, J)``, poses
 ``(B, J, D)``, output activations ``(B, J)``.
@@ -35,6 +38,8 @@ from .router import (NORMALIZATIONS, Router, RoutingResult, check_activations, c
 from .procedure import agreement, bin_centres, dynamic_routing, routing_step, softmax_backward, uniform_routing
 from .generic import (dynamic_compatibility, dynamic_routing_generic, generic_routing, length_activation,
                       normalize_couplings, squashed_sum_pose, weighted_mean_pose)
+from .registry import (LayerInfo, RouterKind, import_router, register_router, router_kind, router_kinds,
+                       unregister_router)
 from .vote_free import vote_free_routing
 from .routers import DetachedRouter, DynamicRouter, ScaledRouter, UniformRouter
 from .similarity import (ACTIVATION_FLOOR, KERNELS, SimilarityRouter, closed_form_couplings, closed_form_logits,
@@ -60,4 +65,5 @@ __all__ = [
     "self_attention_routing", "SelfAttentionRouter",
     "coupling_polarisation",
     "ROUTER_KINDS", "RouterSpec", "check_router_spec",
+    "LayerInfo", "RouterKind", "register_router", "unregister_router", "router_kind", "router_kinds", "import_router",
 ]

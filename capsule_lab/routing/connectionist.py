@@ -40,8 +40,9 @@ import torch
 from torch import nn
 
 from .._checks import check_one_of, check_positive_int, shape_error
-from .generic import generic_routing
-from .router import Router, RoutingResult, check_normalize_over, check_votes
+from .generic import generic_routing, weighted_mean_pose
+from .registry import register_router
+from .router import Router, RoutingResult, check_activations, check_normalize_over, check_votes
 
 __all__ = ["TABLE2", "ConnectionistRouter"]
 
@@ -148,6 +149,28 @@ class ConnectionistRouter(Router):
         return generic_routing(votes, activations, self.compatibility, self.activation, self.iterations,
                                normalize_over=self.normalize_over, history=history)
 
+    @classmethod
+    def from_layer(cls, layer, spec) -> "ConnectionistRouter":
+        """The router of a ``"connectionist"`` :class:`~capsule_lab.routing.RouterSpec` for the layer's pose
+        dimension: T = its iterations, its LSTM and f_c, f_a sizes."""
+        return cls(layer.dim, hidden=spec.lstm_hidden, compatibility_hidden=spec.compatibility_hidden,
+                   activation_hidden=spec.activation_hidden, iterations=spec.iterations)
+
+    def combine_votes(self, votes: torch.Tensor, couplings: torch.Tensor, activations: Optional[torch.Tensor] = None,
+                      state=None) -> RoutingResult:
+        """The last step of Algorithm 1 with this router: the weighted mean μ_j of the votes and ``a_j = σ(f_a(·))``
+        of the LSTM's cell states ``state`` (the routed result's; zeros when None)."""
+        check_votes(votes)
+        activations = check_activations(activations, votes)
+        poses = weighted_mean_pose(couplings, votes)
+        return RoutingResult(poses, self.activation(state, couplings, votes, poses, activations), couplings,
+                             torch.zeros_like(couplings), state=state)
+
     def extra_repr(self) -> str:
         return f"pose_dim={self.pose_dim}, hidden={self.hidden}, iterations={self.iterations}, " \
                f"normalize_over={self.normalize_over!r}, combine={self.combine!r}"
+
+
+register_router("connectionist", ConnectionistRouter, iterations=0,
+                options={"lstm_hidden": 16, "compatibility_hidden": (64, 64), "activation_hidden": (124, 124)},
+                summary="Faria's connectionist routing, an LSTM that learns to route (chapter 07)")

@@ -29,7 +29,6 @@ and the tests hold the two equal.
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from typing import Callable, Optional
 
 import torch

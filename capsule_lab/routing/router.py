@@ -27,10 +27,19 @@ which router it holds:
   attention over its inputs: Faria's);
 - ``activations_are_lengths``: True when each activation is its pose's length (a vector capsule), False when the
   router computes the two apart (Faria's routers: a weighted mean of the votes and a sigmoid).
+
+Two things a router can do besides routing, each with a default that fits a vector-capsule router:
+
+- :meth:`Router.from_layer` builds the router for a layer (:class:`~capsule_lab.routing.LayerInfo`) under a
+  :class:`~capsule_lab.routing.RouterSpec`: what a registered kind (:func:`~capsule_lab.routing.register_router`) is
+  built with, so the router runs in every network by its name;
+- :meth:`Router.combine_votes` is the routing step that turns couplings into outputs, ``v_j = squash(Σ_i c_ij û_{j|i})`` by
+  default: what quantised inference (chapter 05) runs again with the couplings quantised, for any router.
 """
 
 from __future__ import annotations
 
+import inspect
 from abc import ABCMeta, abstractmethod
 from typing import Any, NamedTuple, Optional
 
@@ -38,6 +47,7 @@ import torch
 from torch import nn
 
 from .._checks import check_one_of, check_positive_int, check_tensor, shape_error
+from ..capsules import squash
 
 __all__ = ["RoutingResult", "Router", "NORMALIZATIONS", "check_votes", "check_activations", "check_iterations",
            "check_logits", "check_normalize_over"]
@@ -84,8 +94,45 @@ class Router(nn.Module, metaclass=ABCMeta):
     def route_weights(self, u: torch.Tensor, weight: torch.Tensor) -> Optional[RoutingResult]:
         """The result of routing the votes ``W_ij u_i`` of a fully-connected layer (u ``(B, I, D_in)``, weight
         ``(I, J, D, D_in)``) computed without forming them, or None when this router has no such form (the
-        default). :class:`~capsule_lab.layers.CapsuleLayer` asks for it when it is told to (``vote_free=True``)."""
+        default). :class:`~capsule_lab.layers.CapsuleLayer` asks for it when it is told to (``vote_free=True``) and
+        the router has no forward hook (a hook, quantised inference's say, sees the votes)."""
         return None
+
+    def sabour_form(self) -> Optional[tuple]:
+        """This router as an instance of Sabour's Algorithm 1, ``(iterations, prior_logits, activation, pose_bias,
+        term_2)`` (``term_2``: whether the gradient flows through the couplings), or None when it is not one (the
+        default): what chapter 03's gradient terms by hand (:func:`capsule_lab.gradients.capsnet_gradient_terms`)
+        need to know. Chapter 03."""
+        return None
+
+    @property
+    def hooked(self) -> bool:
+        """True while a forward hook watches this router (it must then be called on its votes). Chapter 05."""
+        return bool(self._forward_hooks or self._forward_pre_hooks)
+
+    @classmethod
+    def from_layer(cls, layer, spec) -> "Router":
+        """This router for a routing layer (:class:`~capsule_lab.routing.LayerInfo`) under ``spec`` (a
+        :class:`~capsule_lab.routing.RouterSpec` of its registered kind): how :func:`~capsule_lab.routing.register_router`
+        builds a router registered by its class. The default is ``cls()``, given the network's squash as
+        ``activation=`` when the constructor takes one; a router that needs the layer's sizes or the spec's options
+        overrides it. Chapter 08."""
+        takes_activation = "activation" in inspect.signature(cls.__init__).parameters
+        return cls(**(layer.squash_options() if takes_activation else {}))
+
+    def combine_votes(self, votes: torch.Tensor, couplings: torch.Tensor, activations: Optional[torch.Tensor] = None,
+                state: Any = None) -> RoutingResult:
+        """The routing step from couplings ``(B, I, J)`` to outputs: the vector capsules ``v_j = f(Σ_i c_ij û_{j|i})``,
+        activations ``‖v_j‖``, with ``f`` the router's ``activation`` attribute where it has a function of s there, else
+        :func:`~capsule_lab.capsules.squash`. A router whose last step differs (a pose bias, a weighted mean, a learned
+        activation) overrides it. Quantised inference (:func:`capsule_lab.rem.quantized_inference`) calls it with the
+        router's last couplings quantised, ``state`` the router's result's. Chapter 05."""
+        check_votes(votes)
+        activation = getattr(self, "activation", None)
+        if not callable(activation) or inspect.ismethod(activation):
+            activation = squash
+        poses = activation(torch.einsum("bij,bijd->bjd", couplings.to(votes.dtype), votes))
+        return RoutingResult(poses, poses.norm(dim=-1), couplings, torch.zeros_like(couplings))
 
 
 def check_votes(votes) -> None:

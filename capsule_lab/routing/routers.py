@@ -29,7 +29,8 @@ from torch import nn
 from .._checks import check_bool, check_tensor
 from ..capsules import squash
 from .procedure import dynamic_routing, uniform_routing
-from .router import Router, RoutingResult, check_iterations
+from .registry import register_router
+from .router import Router, RoutingResult, check_iterations, check_votes
 from .vote_free import vote_free_routing
 
 __all__ = ["DynamicRouter", "DetachedRouter", "ScaledRouter", "UniformRouter"]
@@ -58,6 +59,19 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", repr(fn))
 
 
+def _spec_bias(layer, spec) -> Optional[torch.Tensor]:
+    """The initial pose bias ``(J, D)`` a spec asks for (its ``pose_bias`` everywhere), or None."""
+    return None if spec.pose_bias is None else torch.full((layer.outputs, layer.dim), float(spec.pose_bias))
+
+
+def _squashed_sum(activation: Callable, bias: Optional[torch.Tensor], votes: torch.Tensor,
+                  couplings: torch.Tensor) -> RoutingResult:
+    """``v_j = activation(Σ_i c_ij û_{j|i} + b_j)`` and its lengths: the last step of Sabour's routers."""
+    check_votes(votes)
+    poses = _biased(activation, bias)(torch.einsum("bij,bijd->bjd", couplings.to(votes.dtype), votes))
+    return RoutingResult(poses, poses.norm(dim=-1), couplings, torch.zeros_like(couplings))
+
+
 class DynamicRouter(Router):
     """Dynamic routing (Sabour et al., Algorithm 1) with ``iterations`` iterations and explicit options.
 
@@ -70,9 +84,8 @@ class DynamicRouter(Router):
         pose_bias: the initial value ``(J, D)`` of a learned bias b_j added to every weighted sum before the squash,
             ``v_j = squash(Σ_i c_ij û_{j|i} + b_j)``, in every iteration — the REM paper's MNIST model (chapter 05).
 
-    ``quantize_levels`` (an attribute, None by default) K routes the last iteration with its couplings replaced
-    by their bin centres among K levels, the REM paper's quantised inference (§3.1.2); set it for evaluation with
-    :func:`capsule_lab.rem.quantized_inference`.
+    Quantised inference (the REM paper's §3.1.2, :func:`capsule_lab.rem.quantized_inference`) runs :meth:`combine_votes`,
+    the last step, again with the last iteration's couplings replaced by their bin centres.
 
     ``router(votes, activations=None, *, history=False)`` → :class:`~capsule_lab.routing.RoutingResult`, the
     activations ‖v_j‖; the input activations are ignored. :meth:`route_weights` is the vote-free form.
@@ -103,7 +116,20 @@ class DynamicRouter(Router):
         else:
             self.register_buffer("prior_logits", prior_logits)
         self.pose_bias = _pose_bias(pose_bias)
-        self.quantize_levels = None
+
+    @classmethod
+    def from_layer(cls, layer, spec) -> "DynamicRouter":
+        """The router of a ``"dynamic"`` :class:`~capsule_lab.routing.RouterSpec` for a layer: r = its iterations,
+        its options, learned priors ``(I, J)`` (zeros, or drawn from N(0, prior_std²) here), its pose bias ``(J, D)``
+        and the network's squash."""
+        priors = None
+        if spec.learned_priors:
+            priors = nn.Parameter(torch.zeros(layer.inputs, layer.outputs))
+            if spec.prior_std > 0:
+                with torch.no_grad():                     # drawn only when asked: prior_std = 0 draws nothing
+                    priors.normal_(0.0, spec.prior_std)
+        return cls(spec.iterations, prior_logits=priors, detach_votes=spec.detach_votes,
+                   detach_couplings=spec.detach_couplings, pose_bias=_spec_bias(layer, spec), **layer.squash_options())
 
     @property
     def options(self) -> dict:
@@ -124,13 +150,26 @@ class DynamicRouter(Router):
         return dynamic_routing(votes, self.iterations, self.prior_logits, detach_votes=self.detach_votes,
                                detach_couplings=self.detach_couplings,
                                activation=_biased(self.activation, self.pose_bias), history=history,
-                               agreement_scale=self.agreement_scale, quantize_levels=self.quantize_levels)
+                               agreement_scale=self.agreement_scale)
+
+    def sabour_form(self) -> Optional[tuple]:
+        """Algorithm 1 with r = its iterations from its prior logits (None with a scaled update, which Algorithm 1's
+        gradient does not have); term 2 unless its couplings or votes are detached."""
+        if self.agreement_scale != 1:
+            return None
+        return (self.iterations, self.prior_logits, self.activation, self.pose_bias,
+                not (self.detach_couplings or self.detach_votes))
+
+    def combine_votes(self, votes: torch.Tensor, couplings: torch.Tensor, activations: Optional[torch.Tensor] = None,
+                state=None) -> RoutingResult:
+        """The last step of Algorithm 1: ``v_j = squash(Σ_i c_ij û_{j|i} + b_j)`` (b_j the pose bias, if any)."""
+        return _squashed_sum(self.activation, self.pose_bias, votes, couplings)
 
     def route_weights(self, u: torch.Tensor, weight: torch.Tensor) -> Optional[RoutingResult]:
         """:func:`~capsule_lab.routing.vote_free_routing` with this router's options (the same result as routing
         the votes ``W_ij u_i``, without forming them), or None with a scaled update or a pose bias (whose gradient
-        the vote-free backward does not compute) or quantised couplings."""
-        if self.agreement_scale != 1 or self.pose_bias is not None or self.quantize_levels is not None:
+        the vote-free backward does not compute)."""
+        if self.agreement_scale != 1 or self.pose_bias is not None:
             return None
         return vote_free_routing(u, weight, self.iterations, self.prior_logits, detach_votes=self.detach_votes,
                                  detach_couplings=self.detach_couplings, activation=self.activation)
@@ -185,6 +224,28 @@ class UniformRouter(Router):
         result = uniform_routing(votes, _biased(self.activation, self.pose_bias))
         return result._replace(history=(result,)) if history else result
 
+    def sabour_form(self) -> Optional[tuple]:
+        """One iteration of Algorithm 1 from zero logits (c = 1/J): nothing flows through the couplings."""
+        return 1, None, self.activation, self.pose_bias, True
+
+    @classmethod
+    def from_layer(cls, layer, spec) -> "UniformRouter":
+        """The router of a ``"uniform"`` :class:`~capsule_lab.routing.RouterSpec`: its pose bias, the network's
+        squash."""
+        return cls(pose_bias=_spec_bias(layer, spec), **layer.squash_options())
+
+    def combine_votes(self, votes: torch.Tensor, couplings: torch.Tensor, activations: Optional[torch.Tensor] = None,
+                state=None) -> RoutingResult:
+        """``v_j = squash(Σ_i c_ij û_{j|i} + b_j)``, as :class:`DynamicRouter`'s."""
+        return _squashed_sum(self.activation, self.pose_bias, votes, couplings)
+
     def extra_repr(self) -> str:
         out = "" if self.activation is squash else f"activation={_name(self.activation)}"
         return out + ("" if self.pose_bias is None else f"{', ' if out else ''}pose_bias={tuple(self.pose_bias.shape)}")
+
+
+register_router("dynamic", DynamicRouter, iterations=1,
+                options={"detach_votes": False, "detach_couplings": False, "pose_bias": None, "learned_priors": False,
+                         "prior_std": 0.0},
+                summary="Sabour et al.'s dynamic routing (chapter 02)")
+register_router("uniform", UniformRouter, options={"pose_bias": None}, summary="no routing, c_ij = 1/J (chapter 02)")

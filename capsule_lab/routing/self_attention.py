@@ -25,6 +25,7 @@ from torch import nn
 
 from .._checks import check_positive_int, check_tensor
 from ..capsules import squash_exp
+from .registry import register_router
 from .router import Router, RoutingResult, check_votes
 
 __all__ = ["self_attention_routing", "SelfAttentionRouter"]
@@ -93,6 +94,16 @@ class SelfAttentionRouter(Router):
         result = self_attention_routing(votes, self.bias, self.activation)
         return result._replace(history=(result,)) if history else result
 
+    @classmethod
+    def from_layer(cls, layer, spec) -> "SelfAttentionRouter":
+        """The router of a ``"self-attention"`` :class:`~capsule_lab.routing.RouterSpec`: a bias β of the layer's
+        (inputs, outputs), the network's squash."""
+        return cls(layer.inputs, layer.outputs, **layer.squash_options())
+
     def extra_repr(self) -> str:
         name = getattr(self.activation, "__name__", repr(self.activation))
         return f"inputs={self.bias.shape[0]}, outputs={self.bias.shape[1]}, activation={name}"
+
+
+register_router("self-attention", SelfAttentionRouter,
+                summary="Efficient-CapsNet's self-attention routing in one pass (chapter 08)")

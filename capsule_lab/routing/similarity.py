@@ -75,8 +75,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_nonnegative, check_positive_int, check_tensor, describe, shape_error
-from .generic import generic_routing
-from .router import Router, RoutingResult, check_normalize_over, check_votes
+from .generic import generic_routing, weighted_mean_pose
+from .registry import register_router
+from .router import Router, RoutingResult, check_activations, check_normalize_over, check_votes
 
 __all__ = ["ACTIVATION_FLOOR", "KERNELS", "gaussian_mixture_kernel", "kernel_matrix", "similarity_objective",
            "closed_form_logits", "closed_form_couplings", "similarity_activation", "similarity_routing",
@@ -348,6 +349,28 @@ class SimilarityRouter(Router):
                                   self.mixing_logits, self.theta, self.iterations,
                                   normalize_over=self.normalize_over, history=history)
 
+    @classmethod
+    def from_layer(cls, layer, spec) -> "SimilarityRouter":
+        """The router of a ``"similarity"`` :class:`~capsule_lab.routing.RouterSpec`: Q = its kernels, T = its
+        iterations; in a convolutional layer λ1, λ2 and θ per output type ("distinct for each channel", §4.1)."""
+        return cls(kernels=spec.kernels, iterations=spec.iterations,
+                   channels=layer.outputs if layer.convolutional else None)
+
+    def combine_votes(self, votes: torch.Tensor, couplings: torch.Tensor, activations: Optional[torch.Tensor] = None,
+                state=None) -> RoutingResult:
+        """The last step of Algorithm 1 with this router: the weighted mean μ_j of the votes and the activation of
+        eq. 13 (:func:`similarity_activation`) at it."""
+        check_votes(votes)
+        activations = check_activations(activations, votes)
+        poses = weighted_mean_pose(couplings, votes)
+        kernel = kernel_matrix(votes, poses, self.length_scales, self.mixing_logits)
+        return RoutingResult(poses, similarity_activation(couplings, kernel, activations, self.theta), couplings,
+                             torch.zeros_like(couplings))
+
     def extra_repr(self) -> str:
         return f"kernels={self.mixing_logits.shape[0]}, iterations={self.iterations}, " \
                f"normalize_over={self.normalize_over!r}, channels={self.channels}"
+
+
+register_router("similarity", SimilarityRouter, iterations=0, options={"kernels": 10},
+                summary="Faria's similarity routing, routing as clustering (chapter 07)")

@@ -13,7 +13,8 @@ function that draws exactly what the widget shows at its default values, for the
 - :mod:`~capsule_lab.widgets.figure_output` — how a widget shows its figure.
 
 The widgets are thin: the maths lives in :mod:`capsule_lab.routing` and :mod:`capsule_lab.gradients`, the
-pictures in :mod:`capsule_lab.figures`. They can be built without a display (e.g. in tests); the figure of the
+pictures in :mod:`capsule_lab.figures`; like the figures, they take plain data, never a study's objects (the pruning
+explorer a run as :func:`capsule_lab.rem_study.pruning_explorer_run` gives it). They can be built without a display (e.g. in tests); the figure of the
 current state is kept in ``.figure`` and the numbers behind it in ``.result`` / ``.summary`` /
 ``.reconstruction``. Every name is re-exported here.
 """

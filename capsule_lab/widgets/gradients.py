@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from ..figures.descriptions import describe, description_of
+from ..figures.descriptions import attach_description, description_of
 from ..figures.gradients import plot_gradient_terms
 from ..gradients import gradient_terms, polarised_gradient_terms
 from .figure_output import show_figure
@@ -37,7 +37,7 @@ def _gradient_terms_state(iterations: int, polarisation: float):
     else:
         caption = (f"The gradient-terms explorer at r = {iterations} and polarisation {polarisation:g}; its sliders "
                    "change the number of routing iterations and the polarisation of the couplings.")
-    return describe(fig, alt, caption), summary
+    return attach_description(fig, alt, caption), summary
 
 
 def gradient_terms_figure(iterations: int = _DEFAULT_ITERATIONS, polarisation: float = _DEFAULT_POLARISATION):

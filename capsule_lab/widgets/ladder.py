@@ -13,7 +13,7 @@ import html
 
 import ipywidgets as widgets
 
-from ..figures.ladder import _draw_explorer, ladder_explorer_result
+from ..figures.ladder import draw_ladder_explorer, ladder_explorer_result
 from .figure_output import show_figure_png
 
 __all__ = ["LadderExplorer", "ladder_explorer"]
@@ -49,7 +49,7 @@ class LadderExplorer(widgets.VBox):
     def _redraw(self, change=None) -> None:
         k, index = self.k.value, self.index.value
         self.result = r = ladder_explorer_result(self.models, self.images, self.labels, k, index)
-        fig = _draw_explorer(r, self.images[index], self.models[k].config)   # ladder_explorer_figure
+        fig = draw_ladder_explorer(r, self.images[index], self.models[k].config)   # ladder_explorer_figure
         self.figure = show_figure_png(self.image, fig, dpi=80)
         j = r["prediction"]
         line = (f"K = {k} · image {index} · true {r['label']} · predicted {j} "

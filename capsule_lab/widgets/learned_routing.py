@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..figures.descriptions import describe
+from ..figures.descriptions import attach_description
 from ..figures.learned_routing import (_activations, _entropy, _lambdas, _length_scale, _panel_title, _votes,
                                        clustered_votes, plot_similarity_routing, similarity_clusters,
                                        similarity_routing_words)
@@ -105,7 +105,7 @@ def similarity_routing_explorer_figure(votes=None, activations=None, lam1: float
     caption = (f"The similarity-routing explorer at its default settings ({setting}); its sliders change λ1, λ2, "
                f"the kernel width ℓ and the iterations T" if is_default
                else f"The similarity-routing explorer's picture at {setting}")
-    return describe(fig, alt, caption)
+    return attach_description(fig, alt, caption)
 
 
 def _option(value, options, name: str):

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..figures.capsnet import plot_pose_sweep
-from ..figures.descriptions import describe, description_of
+from ..figures.descriptions import attach_description, description_of
 from ..modes import eval_mode
 from .figure_output import show_figure
 
@@ -110,8 +110,8 @@ def pose_explorer_figure(model, image: torch.Tensor, dims: Sequence[int] | None 
         row, column = dims.index(_DEFAULT_DIM) + 1, deltas.index(_DEFAULT_DELTA) + 1
         alt += (f" The widget opens at dim {_DEFAULT_DIM} with {_DEFAULT_DELTA:+.2f} added: row {row}, column "
                 f"{column} of the grid.")
-    return describe(fig, alt, f"The pose explorer's every setting for one digit, read as class {winner}: rows are "
-                              "its pose-dimension slider, columns its perturbation slider")
+    return attach_description(fig, alt, f"The pose explorer's every setting for one digit, read as class {winner}: "
+                                        "rows are its pose-dimension slider, columns its perturbation slider")
 
 
 class PoseExplorer(widgets.VBox):

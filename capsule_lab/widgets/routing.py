@@ -12,7 +12,7 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
-from ..figures.descriptions import describe, description_of
+from ..figures.descriptions import attach_description, description_of
 from ..figures.routing import plot_routing_state
 from ..routing import ScaledRouter, check_votes
 from .figure_output import show_figure
@@ -66,9 +66,9 @@ def routing_explorer_figure(votes=None, iterations: int = _DEFAULT_ITERATIONS, s
     settings = f"r = {iterations} iteration{'s' * (iterations != 1)}, agreement scale λ = {scale:g}"
     where = ("at its default settings" if (iterations, scale) == (_DEFAULT_ITERATIONS, _DEFAULT_SCALE)
              else f"at {settings} (defaults r = {_DEFAULT_ITERATIONS}, λ = {_DEFAULT_SCALE:g})")
-    return describe(fig, f"The routing explorer after {settings}. " + description_of(fig).alt,
-                    f"The routing explorer {where}; its sliders change the number of iterations r and the "
-                    "agreement scale λ")
+    return attach_description(fig, f"The routing explorer after {settings}. " + description_of(fig).alt,
+                              f"The routing explorer {where}; its sliders change the number of iterations r and the "
+                              "agreement scale λ")
 
 
 def _routing_state(votes: torch.Tensor, iterations: int, scale: float):

@@ -1,0 +1,190 @@
+"""Judging a function's results against the reference's: :func:`verdict` (passed, wrong, error or refused, with the
+hint), :func:`credit` (partial credit by case group) and :func:`earned_points`. Exercises 01–08.
+
+Values are compared within a tolerance (:data:`RTOL`, :data:`ATOL` scaled by the reference's largest value, or the
+band a prediction or an experiment states), and so are the gradients, where the task is differentiable. When an
+answer is wrong and behaves like one of the task's known mistakes (its ``wrong_answers``, run here — the course's
+code, never the student's — or read from the reference cache), the hint names that mistake; a bug hunt's message
+gives the symptom only (the case, expected against got: :data:`BUG_HUNT_HINT`). The same verdict serves the
+student's feedback (:func:`~capsule_lab.grading.engine.checking.check`, in the student's kernel) and the grade
+(:mod:`.evaluation`, on the results the evaluation child sends back).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+import torch
+
+from ..tasks.registry import Case, Task, get_task
+from . import reference_cache
+from .records import Evaluation
+from .running import Expected, StubAnswer, evaluate
+
+__all__ = ["RTOL", "ATOL", "BUG_HUNT_HINT", "verdict", "credit", "earned_points"]
+
+#: What a bug hunt's failed check suggests besides the symptom (it names no line and no fix).
+BUG_HUNT_HINT = ("run the function you were given on this case and compare each intermediate value with a hand "
+                 "computation from the chapter: the first one that differs is computed on the wrong line.")
+
+#: The relative tolerance of a comparison with the reference (a task that states its band uses its own).
+RTOL = 1e-5
+#: The absolute tolerance of a comparison, scaled by max(1, largest reference value) for each compared tensor.
+ATOL = 1e-6
+
+
+def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | None = None,
+              symptom: bool = False) -> str | None:
+    """None if ``got`` matches ``want`` (within the task's tolerance, if it states one); else what differs (with
+    ``symptom`` or in a bug hunt: where, expected against got)."""
+    if tuple(got.shape) != tuple(want.shape):
+        return f"{name} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"{name} has dtype {got.dtype}, expected {want.dtype} (keep the input's dtype)"
+    g, w = got.double(), want.double()
+    if not torch.isfinite(g).all() and torch.isfinite(w).all():
+        return f"nan or inf in {name}"
+    scale = max(1.0, float(w.abs().max())) if w.numel() else 1.0
+    rtol = RTOL if task is None or task.rtol is None else task.rtol
+    atol = ATOL * scale if task is None or task.atol is None else task.atol
+    if not torch.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
+        diff = float((g - w).abs().nan_to_num(nan=math.inf).max())
+        if symptom or (task is not None and task.kind == "bug hunt"):
+            return _symptom(name, g, w)
+        if task is not None and task.returns_number and task.kind == "prediction":
+            # a prediction stays one: the message says outside the band, never where the band is centred
+            return (f"{name} {float(g):.4g} is outside the accepted band (±{atol + rtol * abs(float(w)):.3g} around "
+                    "the measured value, which a check does not show)")
+        if task is not None and task.returns_number:
+            return f"{name} {float(g):.4g} is not within {atol + rtol * abs(float(w)):.3g} of {float(w):.4g}"
+        return f"wrong {name} (largest difference {diff:.3g})"
+    return None
+
+
+def _symptom(name: str, got: torch.Tensor, want: torch.Tensor) -> str:
+    """A bug hunt's symptom: where ``got`` differs most from ``want``, expected against got, and how many differ."""
+    difference = (got - want).abs().nan_to_num(nan=math.inf)
+    if want.numel() <= 1:
+        return f"wrong {name}: expected {float(want):.4g}, got {float(got):.4g}"
+    flat = int(difference.flatten().argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), want.shape))
+    differ = int((difference > ATOL * max(1.0, float(want.abs().max()))).sum())
+    return (f"wrong {name}: at index {index} expected {float(want.flatten()[flat]):.4g}, got "
+            f"{float(got.flatten()[flat]):.4g} ({differ} of {want.numel()} entries differ)")
+
+
+def _compare(task: Task, case: Case, got: Evaluation, want: Evaluation, input_names: list) -> str | None:
+    if got.error:
+        return got.error
+    for name, g, w in zip(task.outputs, got.outputs, want.outputs):
+        problem = _mismatch(name, g, w, task)
+        if problem:
+            return problem
+    if case.grad == "none" or want.grads is None:
+        return None
+    if not got.differentiable:
+        return "the output carries no gradient (did you detach it or compute it under torch.no_grad?)"
+    for name, g, w in zip(input_names, got.grads, want.grads):
+        if case.grad == "finite":
+            if g is not None and not torch.isfinite(g).all():
+                return f"nan or inf in the gradient w.r.t. {name}"
+            continue
+        if g is None:
+            g = torch.zeros_like(w) if w is not None else None
+        if w is None:
+            w = torch.zeros_like(g) if g is not None else None
+        if g is None:
+            continue
+        problem = _mismatch(f"gradient w.r.t. {name}", g, w, symptom=task.kind == "bug hunt")
+        if problem:
+            return problem
+    return None
+
+
+def _input_names(task: Task, case: Case) -> list:
+    """Names of the differentiable inputs, for messages (the task's ``input_names``, else "argument N")."""
+    names = list(task.input_names)
+    floating = [i for i, a in enumerate(case.args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    if names and len(names) == len(floating):
+        return names
+    return [f"argument {i + 1}" for i in floating]
+
+
+def credit(task: Task, cases: Sequence[Expected], got: Sequence[Evaluation]) -> tuple[float, list[str]]:
+    """``(fraction of the task's points earned, the case groups failed)``: each case group is worth an equal
+    share and is earned when every case in it matches the reference (a task of one group: all or nothing)."""
+    failed = []
+    for index, e in enumerate(cases):
+        ok = index < len(got) and _compare(task, e.case, got[index], e.want, _input_names(task, e.case)) is None
+        if not ok and e.case.group not in failed:
+            failed.append(e.case.group)
+    groups = list(dict.fromkeys(e.case.group for e in cases))
+    return (len(groups) - len(failed)) / len(groups), failed
+
+
+def earned_points(task: Task, fraction: float) -> float:
+    """The points for ``fraction`` of ``task``: a whole number when it is one, else rounded to 0.01."""
+    points = round(task.points * fraction, 2)
+    return int(points) if points == int(points) else points
+
+
+def verdict(task: Task, cases: Sequence[Expected], got: Sequence[Evaluation]) -> tuple[str, str | None, str]:
+    """Compare the student's results with the expected ones: ``(status, problem or None, hint)``.
+
+    ``status``: ``passed``, ``wrong`` (values, shapes, dtypes or gradients differ), ``error`` (the function
+    raised) or ``refused`` (it called a function that is the task's answer). The first differing case
+    decides; when the answer behaves like a known mistake of the task, the hint names that mistake. The
+    wrong answers are the course's code, run here, never the student's.
+    """
+    for index, e in enumerate(cases):
+        input_names = _input_names(task, e.case)
+        if index >= len(got):
+            return "error", f"no result for case '{e.case.name}'", task.hint
+        g = got[index]
+        problem = _compare(task, e.case, g, e.want, input_names)
+        if problem is None:
+            continue
+        status = (g.kind or "error") if g.error else "wrong"
+        hint = task.hint
+        if status == "refused":
+            caller = re.search(r"\(called by your `(\w+)`\)", g.error or "")
+            caller = caller.group(1) if caller else task.function or "the function"
+            hint = f"write {caller} yourself, in plain torch (chapter {task.chapter})."
+            if caller != task.function and any(get_task(u).function == caller for u in task.uses):
+                hint = (f"your {caller} (an earlier task's function, which {task.function} calls) calls the package: "
+                        f"write it yourself, in plain torch (chapter {task.chapter}).")
+        elif "nan or inf" in problem and task.nonfinite_hint:
+            hint = task.nonfinite_hint
+        elif task.kind == "bug hunt":
+            hint = BUG_HUNT_HINT        # the symptom only: no known mistake, no definition it breaks
+        elif g.error is None:
+            for k, wrong in enumerate(task.wrong_answers):
+                mistaken = _mistake(task, k, e)
+                if mistaken is not None and mistaken.error is None and \
+                        _compare(task, e.case, g, mistaken, input_names) is None:
+                    hint = wrong.hint
+                    break
+        return status, f"{problem} on case '{e.case.name}'", hint
+    return "passed", None, ""
+
+
+def _mistake(task: Task, index: int, e: Expected) -> Evaluation | None:
+    """What the task's known mistake ``index`` gives on the case of ``e`` (None: it is not implemented there), from
+    the reference cache when it was kept (a mistake of an experiment trains networks), else run and kept."""
+    memo = (task.id, id(task), index, e.case.name)
+    if memo in _MISTAKES:
+        return _MISTAKES[memo]
+    mistaken = reference_cache.load_mistake(task, index, e.case.name)
+    if mistaken is None:
+        try:
+            mistaken = evaluate(task, task.wrong_answers[index].fn, e.case, e.weights, student=True)
+        except StubAnswer:
+            return None
+        reference_cache.save_mistake(task, index, e.case.name, mistaken)
+    _MISTAKES[memo] = mistaken
+    return mistaken
+
+
+_MISTAKES: dict = {}  # (task id, task object, mistake, case) → its evaluation, once per process
