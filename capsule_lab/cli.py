@@ -63,7 +63,7 @@ def _data_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _data(args: argparse.Namespace) -> int:
-    from .data import fetch_all  # heavy (torch): imported by the command that needs it
+    from .data.sources import fetch_all
 
     report = fetch_all(args.root, online=args.online)
     for source, where in report.items():
@@ -81,7 +81,7 @@ def _assign_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _assign(args: argparse.Namespace) -> int:
-    from .grading.notebooks.assign import assign, out_of_date  # heavy: imported by the command that needs it
+    from .grading.notebooks.assign import assign, out_of_date
 
     if args.check:
         stale = out_of_date(args.solutions, args.exercises)
@@ -170,7 +170,7 @@ def _print_report(r: dict, width: int) -> None:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grading.notebooks.batch import default_jobs, grade_batch, parse_shard  # heavy: imported by this command
+    from .grading.notebooks.batch import default_jobs, grade_batch, parse_shard
 
     if args.timeout <= 0:
         raise ValueError("--timeout must be a positive number of seconds")
@@ -235,7 +235,7 @@ def _grade_merge_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _grade_merge(args: argparse.Namespace) -> int:
-    from .grading.notebooks.folder import merge_reports  # heavy: imported by the command that needs it
+    from .grading.notebooks.folder import merge_reports
 
     reports = merge_reports(args.folders, args.out)
     print(f"{len(reports)} report(s) from {len(args.folders)} folder(s): {Path(args.out) / 'grades.csv'}")
@@ -264,7 +264,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=None, metavar="N",
                    help="routers: seeds 0 … N-1 (default: the profile's)")
     p.add_argument("--routers", nargs="+", default=None, metavar="NAME",
-                   help="routers: which (default: all; names as in capsule_lab.profiles.ROUTERS_08, or any "
+                   help="routers: which (default: all; names as in capsule_lab.studies.bench.settings.ROUTERS_08, or any "
                         "registered kind of router)")
     p.add_argument("--router", action="append", default=None, metavar="MODULE:NAME",
                    help="routers: a router of your own, imported from MODULE (a Router subclass or a builder NAME, or "
@@ -278,7 +278,7 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .cost import main_routing, main_steps  # heavy: imported by the command that needs it
+    from .measures.cost import main_routing, main_steps
 
     if args.what == "routers":
         return _bench_routers(args)
@@ -292,8 +292,8 @@ def _bench(args: argparse.Namespace) -> int:
 def _bench_routers(args: argparse.Namespace) -> int:
     import json
 
-    from .profiles import chapter_settings, get_profile
-    from .router_bench import default_cache, run_router_bench, summarize_records, write_results
+    from .course.profiles import chapter_settings, get_profile
+    from .studies.bench.runner import default_cache, run_router_bench, summarize_records, write_results
     from .routing import import_router
 
     profile = get_profile(args.profile, args.device)     # the chapter's precision: mixed on CUDA in the full profile
@@ -331,7 +331,7 @@ def _smoke_arguments(p: argparse.ArgumentParser) -> None:
                         "dataset is replaced by the offline one, never downloaded)")
     p.add_argument("--epoch", action="store_true",
                    help="instead: train one whole epoch of each chapter's main network and print seconds per epoch, "
-                        "peak GPU memory and the test accuracy after it as JSON (capsule_lab.epoch_timing)")
+                        "peak GPU memory and the test accuracy after it as JSON (capsule_lab.course.epoch_timing)")
     p.add_argument("--train-size", type=int, default=None,
                    help="--epoch: training images of the epoch (default: the profile's, 60,000 in the full profile)")
     p.add_argument("--test-size", type=int, default=None,
@@ -354,7 +354,7 @@ def _routers(args: argparse.Namespace):
 def _smoke(args: argparse.Namespace) -> int:
     import time
 
-    from .smoke import smoke  # heavy (torch): imported by the command that needs it
+    from .course.smoke import smoke
 
     if args.epoch:
         return _smoke_epoch(args)
@@ -375,7 +375,7 @@ def _smoke_epoch(args: argparse.Namespace) -> int:
     import time
     from contextlib import redirect_stdout
 
-    from .epoch_timing import epoch_report, time_epochs  # heavy (torch): imported by the command that needs it
+    from .course.epoch_timing import epoch_report, time_epochs
 
     start = time.perf_counter()
     with redirect_stdout(sys.stderr):                       # the progress lines; stdout holds the JSON alone

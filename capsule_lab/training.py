@@ -15,6 +15,7 @@ capsules and parse trees — is a reduction.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -24,11 +25,9 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm.auto import tqdm
 
 from ._checks import check_one_of, check_positive_int
-from .data import random_shift
-from .modes import eval_mode
+from .data.transforms import random_shift
 
-__all__ = ["OPTIMIZERS", "Schedule", "History", "batches", "eval_mode", "mixed_precision", "train_step", "outputs",
-           "evaluate",
+__all__ = ["OPTIMIZERS", "Schedule", "History", "batches", "mixed_precision", "train_step", "outputs", "evaluate",
            "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
 
 
@@ -41,8 +40,8 @@ class Schedule:
     """How :func:`fit` trains: ``epochs`` epochs of batches of ``batch_size``, Adam (or SGD with ``momentum``) from
     ``lr`` decayed by ``lr_decay`` per epoch, training images shifted by up to ``max_shift`` pixels.
 
-    Every chapter's settings hold one (:mod:`capsule_lab.profiles`); ``fit(model, train, **schedule.fit_options())``
-    trains with it. Chapter 02.
+    Every chapter's settings hold one (:mod:`capsule_lab.course.profiles`); ``fit(model, train,
+    **schedule.fit_options())`` trains with it. Chapter 02.
     """
 
     epochs: int
@@ -125,7 +124,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler:
     with ``amp`` on CUDA, :func:`mixed_precision`), the backward pass through the gradient ``scaler``, the
     optimiser's step. ``images`` and ``labels`` are on the model's device. Returns ``(loss, output)``.
 
-    :func:`fit` takes it for every batch, the benches to time one step (:mod:`capsule_lab.cost`). Chapter 02.
+    :func:`fit` takes it for every batch, the benches to time one step (:mod:`capsule_lab.measures.cost`). Chapter 02.
     """
     with mixed_precision(images.device, amp):
         out = model(images, labels)
@@ -273,3 +272,20 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, ma
     if optimizer is not None and blob.get("optimizer") is not None:
         optimizer.load_state_dict(blob["optimizer"])
     return History.from_dict(blob["history"]) if blob.get("history") is not None else None
+
+
+@contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """``with eval_mode(model): ...`` — ``model.eval()`` inside, ``model.train(previous)`` after: a model evaluated,
+    decoded or measured mid-training (chapters 02–04) has dropout and batch norm as at test time inside the block and
+    comes back in the mode it was in, also when the block raises. Only the top module's flag is saved: every
+    submodule comes back in that mode, as with ``model.train()``. Chapter 02.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"eval_mode needs a torch.nn.Module, got {type(model).__name__}")
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)

@@ -4,7 +4,7 @@ Mitterreiter et al. (2023, Table 2) report dead rates of 0.07, 0.56, 0.63 in the
 with four routing layers; chapter 04's quick profile (squash_exp, Adam 3e-3, one epoch on 3k digits) kills no
 capsule. This script trains :class:`~capsule_lab.models.DeepCapsNet`\\ s over a grid of settings (squash, optimiser,
 learning rate, initial spread of W and of the routing priors b, training length, affine training data, depth)
-with :func:`capsule_lab.depth_study.train_depth_run`, and appends one CSV row per run: the settings, depth,
+with :func:`capsule_lab.studies.depth.train_depth_run`, and appends one CSV row per run: the settings, depth,
 seed, test accuracy, per layer the dead rate cdr, dead count cds and mean norm cnm, the run's time, the torch
 version and the machine. Rows already in the CSV are skipped, so an interrupted search resumes where it stopped.
 
@@ -17,8 +17,8 @@ version and the machine. Rows already in the CSV are skipped, so an interrupted 
         --track 9 9 --out capsule_lab/results/dead_capsule_runs_longer.json   # chapter 04's verdicts (33 min)
     python scripts/dead_capsule_search.py run --quick --csv /tmp/x.csv   # a smoke test in seconds
 
-Every number in ``capsule_lab/results/`` comes from these commands; run them one at a time (each uses ``--threads``, default 1,
-CPU threads).
+Every number in ``capsule_lab/results/`` comes from these commands; run them one at a time (each uses ``--threads``,
+default 1, CPU threads).
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab.depth_study import depth_study_data, hidden_dead_rate, train_depth_run  # noqa: E402
-from capsule_lab.profiles import chapter_settings  # noqa: E402
-from capsule_lab.stats import correct_string  # noqa: E402
+from capsule_lab.studies.depth import depth_study_data, hidden_dead_rate, train_depth_run
+from capsule_lab.course.profiles import chapter_settings
+from capsule_lab.evidence.stats import correct_string
 
 CSV_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.csv"
 PNG_PATH = ROOT / "capsule_lab" / "results" / "dead_capsule_search.png"

@@ -1,9 +1,9 @@
 """Seconds per full-profile epoch of every chapter's networks, on the machine it runs on (a GPU, for book/setup.md).
 
-For each chapter (:data:`capsule_lab.smoke.STUDIES`: the networks its full profile trains, with its
+For each chapter (:data:`capsule_lab.course.smoke.STUDIES`: the networks its full profile trains, with its
 :class:`~capsule_lab.training.Schedule`), every network is built as the chapter builds it and timed for one
-training step (:func:`capsule_lab.cost.training_step_seconds`: median of ``--repeats`` steps after a warm-up, with
-the chapter's batch size and mixed precision on CUDA, as ``fit`` trains). The chapter's first network then trains
+training step (:func:`capsule_lab.measures.cost.training_step_seconds`: median of ``--repeats`` steps after a warm-up,
+with the chapter's batch size and mixed precision on CUDA, as ``fit`` trains). The chapter's first network then trains
 one epoch with :func:`capsule_lab.training.fit` on ``--train-size`` images (default 60,000, the size of MNIST's
 training set), or on as many as its step time says fit in ``--cap`` seconds; the report says which, and a partial
 epoch's seconds per 60,000 images are that measure scaled, marked ``"scaled": true``.
@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 from torch.utils.data import TensorDataset
 
-from capsule_lab.cost import training_step_seconds
-from capsule_lab.data import load_fashion_mnist
-from capsule_lab.epoch_timing import EPOCH_IMAGES, chapter_images
-from capsule_lab.smoke import CHAPTERS, STUDIES
+from capsule_lab.measures.cost import training_step_seconds
+from capsule_lab.data.sources import load_fashion_mnist
+from capsule_lab.course.epoch_timing import EPOCH_IMAGES, chapter_images
+from capsule_lab.course.smoke import CHAPTERS, STUDIES
 from capsule_lab.training import fit
 
 

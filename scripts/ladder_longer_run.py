@@ -1,7 +1,7 @@
 """Chapter 06's comparison trained to convergence on a CPU, over five seeds.
 
 The quick profile trains each network for 2 epochs on 3k expanded digits, far from converged. This script runs the
-same study (:func:`capsule_lab.ladder_study.run_ladder_study`: the slim L-CapsNets with K = 16, 32, 64, the slim
+same study (:func:`capsule_lab.studies.ladder.run_ladder_study`: the slim L-CapsNets with K = 16, 32, 64, the slim
 CapsNet and the CapsNet with as many parameters as the main L-CapsNet) on all 8k offline training digits for 15 epochs
 with the learning rate decayed by 0.8 per epoch (the quick profile decays by 0.9; the faster decay lets every network
 meet the course's convergence criterion within 15 epochs), and tests on all 2k offline test digits, clean and affine.
@@ -10,7 +10,7 @@ per-epoch training loss and accuracy, the activity profile of the primary capsul
 0 (the paper's Figure 4), the median of 10 timed training steps on 100 of the training digits (Table 3) with the
 device and thread count, and for each CapsNet the lengths and couplings of its 100 most active primary capsules
 averaged over the clean test images of digit 0 (Figure 1). The report is ``capsule_lab/results/ladder_runs.json``;
-chapter 06 reads it with :func:`capsule_lab.ladder_study.shipped_ladder_runs`.
+chapter 06 reads it with :func:`capsule_lab.studies.ladder.shipped_ladder_runs`.
 
     # the shipped run, on two cores: parts side by side, two at a time, then merged (see the provenance)
     python scripts/ladder_longer_run.py --seeds 0 1 --threads 1 --out /tmp/a.json
@@ -33,10 +33,9 @@ for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from capsule_lab.cost import training_step_seconds  # noqa: E402
-from capsule_lab.ladder_study import (activity_profiles, coupling_profile, ladder_study_data,  # noqa: E402
-                                      run_ladder_study)
-from capsule_lab.profiles import chapter_settings, seed_everything  # noqa: E402
+from capsule_lab.measures.cost import training_step_seconds
+from capsule_lab.studies.ladder import activity_profiles, coupling_profile, ladder_study_data, run_ladder_study
+from capsule_lab.course.profiles import chapter_settings, seed_everything
 from longer_run import merge_reports, parse_arguments, write_report  # noqa: E402
 
 OUT = ROOT / "capsule_lab" / "results" / "ladder_runs.json"

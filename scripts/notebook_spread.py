@@ -8,7 +8,8 @@ under such variations and reports, cell by cell, every printed number that chang
     python scripts/notebook_spread.py run chapters/03_routing_gradients.ipynb --out spread/avx2 \
         [--seed-offset 10]
     # compare executions of the same notebook (the committed one may be among them)
-    python scripts/notebook_spread.py compare chapters/03_routing_gradients.ipynb spread/*/chapters/03_routing_gradients.ipynb
+    python scripts/notebook_spread.py compare chapters/03_routing_gradients.ipynb
+    spread/*/chapters/03_routing_gradients.ipynb
 
 ``--seed-offset K`` runs the notebook as if every seed in it were K larger: ``setup(seed=0)``, ``manual_seed(0)``
 and ``seed=0`` become K, and a function taking a ``seed`` argument adds K to it on entry. The rewritten

@@ -2,7 +2,7 @@
 
 The quick profile trains for 4 epochs on 3k images and prunes 87.5 % in three halvings: REM then loses points that
 the paper's REM does not, and the couplings have not polarised. This script runs the same study
-(:func:`capsule_lab.rem_study.run_rem`: the quick profile's slim CapsNet, its optimiser and learning-rate decay) in
+(:func:`capsule_lab.studies.rem.run_rem`: the quick profile's slim CapsNet, its optimiser and learning-rate decay) in
 the regime the paper's central claim is about: 24 epochs, 4 dense, then 8 rounds of 2 epochs that each prune a
 fifth of the remaining weights (1 − 0.8⁸ = 83.2 % sparse, inside the paper's 80.7–87.3 %), then 4 epochs without
 pruning (so that REM's last epoch is not a recovery from its last cut), on test sets where keys can repeat:
@@ -10,14 +10,15 @@ Fashion-MNIST (the first ``--train-size`` training images after 3,000 for valida
 the offline MNIST digits (7,200 to train, 800 to validate, 2,000 to test) and the same digits on chapter 06's
 40 × 40 canvas (``expanded``: Q and REM are also tested on chapter 06's affine digits, the paper's Table 2).
 Q's model is the dense epoch with the lowest validation loss, REM's the last epoch (App. B.2); both are quantised
-at inference with K = 11. For each dataset and seed it writes a :func:`capsule_lab.rem_study.run_record` (every
-epoch's numbers) with :func:`capsule_lab.rem_study.model_extras` (accuracy and entropy against K, saliency on the
+at inference with K = 11. For each dataset and seed it writes a :func:`capsule_lab.studies.rem.run_record` (every
+epoch's numbers) with :func:`capsule_lab.studies.rem.model_extras` (accuracy and entropy against K, saliency on the
 object and its shuffled baseline, emptied W_ij, affine accuracy) to ``--out`` with its provenance. Chapter 05
-reads it with :func:`capsule_lab.rem_study.shipped_rem_runs`.
+reads it with :func:`capsule_lab.studies.rem.shipped_rem_runs`.
 
-    python scripts/rem_longer_run.py --datasets fashion --seeds 0 1 2 --threads 1 --out capsule_lab/results/rem_runs_fashion.json  # 57 min
-    python scripts/rem_longer_run.py --datasets mnist expanded --seeds 0 1 2 --threads 1   # rem_runs.json: 58 min
-    python scripts/rem_longer_run.py --quick --out /tmp/x.json   # a smoke test in seconds
+    python scripts/rem_longer_run.py --datasets fashion --seeds 0 1 2 --threads 1 --out
+    capsule_lab/results/rem_runs_fashion.json  # 57 min python scripts/rem_longer_run.py --datasets mnist expanded
+    --seeds 0 1 2 --threads 1   # rem_runs.json: 58 min python scripts/rem_longer_run.py --quick --out /tmp/x.json   # a
+    smoke test in seconds
 """
 
 from __future__ import annotations
@@ -32,9 +33,8 @@ for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from capsule_lab.profiles import chapter_settings, seed_everything  # noqa: E402
-from capsule_lab.rem_study import (model_at, model_extras, rem_affine_data, rem_study_data, run_record,  # noqa: E402
-                                   run_rem)
+from capsule_lab.course.profiles import chapter_settings, seed_everything
+from capsule_lab.studies.rem import model_at, model_extras, rem_affine_data, rem_study_data, run_record, run_rem
 from longer_run import parse_arguments, write_report  # noqa: E402
 
 OUT = ROOT / "capsule_lab" / "results" / "rem_runs.json"

@@ -2,12 +2,12 @@
 
 The quick bench (3 epochs on 6k digits, 3 seeds) is what the chapter trains and reads in a minute; at 3 epochs no
 router has converged (the ladder is at 17.5 % error) and three seeds give a t test 2 degrees of freedom. This script
-runs the same bench (:func:`capsule_lab.router_bench.run_router_bench`: every router of the quick profile, its
+runs the same bench (:func:`capsule_lab.studies.bench.runner.run_router_bench`: every router of the quick profile, its
 controls included, on the slim backbone and the quick data) for ``--epochs`` epochs over ``--seeds`` and caches one
 record per router and seed in ``capsule_lab/results/router_bench_long/`` (so an interrupted run resumes where it
 stopped). It then writes ``capsule_lab/results/router_bench_long.json``: provenance (command, settings, torch,
 machine, threads, date, seconds) and the records' keys. Chapter 08 reads it with
-:func:`capsule_lab.router_bench.shipped_longer_run`.
+:func:`capsule_lab.studies.bench.runner.shipped_longer_run`.
 
     python scripts/router_bench_longer_run.py --epochs 12      # ~90 min on 2 CPU cores
     python scripts/router_bench_longer_run.py --epochs 20 --routers ladder "ladder matched" \
@@ -27,7 +27,8 @@ for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from capsule_lab.router_bench import LONGER_RUN, bench_data, longer_run_settings, run_router_bench  # noqa: E402
+from capsule_lab.studies.bench.runner import LONGER_RUN, longer_run_settings, run_router_bench
+from capsule_lab.studies.bench.entries import bench_data
 from longer_run import parse_arguments, write_report  # noqa: E402
 
 

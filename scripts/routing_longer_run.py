@@ -2,12 +2,12 @@
 
 The quick profile trains each router for one epoch on 2k images of each dataset (under a minute for all six
 networks); that is far from converged, and the LSTM router learns slowest. This script runs the same study
-(:func:`capsule_lab.learned_routing_study.run_routing_study`: the slim CapsNet with dynamic, similarity and
+(:func:`capsule_lab.studies.learned_routing.run_routing_study`: the slim CapsNet with dynamic, similarity and
 connectionist routing, the quick schedule) on 6k training images of each dataset for 3 epochs, tests on 1k, for
 seeds 0, 1 and 2, and writes ``capsule_lab/results/routing_runs.json``: provenance (command, settings, torch,
 machine, threads, date) and, per dataset, router and seed, the accuracy, parameters, seconds, per-epoch training
 loss and the couplings' normalised entropy and mean largest coupling. Chapter 07 reads it with
-:func:`capsule_lab.learned_routing_study.shipped_routing_runs`.
+:func:`capsule_lab.studies.learned_routing.shipped_routing_runs`.
 
     python scripts/routing_longer_run.py                     # ~15-20 min on 2 CPU cores
     python scripts/routing_longer_run.py --quick --out /tmp/x.json   # a smoke test in seconds
@@ -25,8 +25,8 @@ for path in (ROOT, ROOT / "scripts"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from capsule_lab.learned_routing_study import routing_study_data, run_routing_study  # noqa: E402
-from capsule_lab.profiles import chapter_settings  # noqa: E402
+from capsule_lab.studies.learned_routing import routing_study_data, run_routing_study
+from capsule_lab.course.profiles import chapter_settings
 from longer_run import parse_arguments, write_report  # noqa: E402
 
 OUT = ROOT / "capsule_lab" / "results" / "routing_runs.json"

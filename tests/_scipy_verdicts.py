@@ -1,6 +1,6 @@
-"""Shared by the verdict tests (chapters 04, 06, 08): a verdict table recomputed without capsule_lab.stats — SciPy's
-one-sample t tests on the per-seed differences, statsmodels' Holm, and the convergence, ceiling and machine rules
-written out again — and the papers' text to check a quote against."""
+"""Shared by the verdict tests (chapters 04, 06, 08): a verdict table recomputed without capsule_lab.evidence.stats —
+SciPy's one-sample t tests on the per-seed differences, statsmodels' Holm, and the convergence, ceiling and machine
+rules written out again — and the papers' text to check a quote against."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 from scipy.stats import ttest_1samp
 from statsmodels.stats.multitest import multipletests
 
-from capsule_lab.claims import CEILING_BITS, CONVERGENCE, MEASURES
+from capsule_lab.evidence.claims import CEILING_BITS, CONVERGENCE, MEASURES
 
 SEEDS_DIR = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 #: The papers whose text lies in ../shared/seeds, by the name a claim gives them.

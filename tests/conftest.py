@@ -15,8 +15,8 @@ import tempfile
 import pytest
 
 os.environ.setdefault("CAPSULE_LAB_PROFILE", "quick")
-# Reference answers kept on disk (capsule_lab.grading.engine.reference_cache) go to a folder of this test process, not the
-# user's cache: every test run computes them afresh, and the kernels and children it starts inherit the folder.
+# Reference answers kept on disk (capsule_lab.grading.engine.reference_cache) go to a folder of this test process, not
+# the user's cache: every test run computes them afresh, and the kernels and children it starts inherit the folder.
 os.environ.setdefault("CAPSULE_LAB_CACHE", tempfile.mkdtemp(prefix="capsule-lab-test-cache-"))
 
 #: The tasks whose reference answer trains networks (chapter 04's revival runs, chapter 08's bench of a router).

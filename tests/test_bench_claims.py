@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 from _scipy_verdicts import SEEDS_DIR, assert_quotes_in_papers, scipy_outcomes
 
-from capsule_lab import bench_claims as bc
-from capsule_lab.depth_study import DEPTH_CLAIMS
-from capsule_lab.ladder_study import LADDER_CLAIMS
-from capsule_lab.profiles import chapter_settings
-from capsule_lab.rem_study import REM_CLAIMS
-from capsule_lab.router_bench import LONGER_RUN, SHIPPED_CACHE, record_key, verdict_records
+from capsule_lab.evidence.claims import Claim, advantage, describe
+from capsule_lab.measures.parse_trees import entropy_ceiling
+from capsule_lab.studies.bench import claims as bc
+from capsule_lab.studies.depth import DEPTH_CLAIMS
+from capsule_lab.studies.ladder import LADDER_CLAIMS
+from capsule_lab.course.profiles import chapter_settings
+from capsule_lab.studies.rem_claims import REM_CLAIMS
+from capsule_lab.studies.bench.runner import LONGER_RUN, SHIPPED_CACHE, verdict_records
+from capsule_lab.studies.bench.records import record_key
 
 QUICK = chapter_settings("08", "quick")
 
@@ -52,11 +55,11 @@ def test_quoted_claims_are_in_their_papers(table):
 def test_a_claim_checks_its_fields():
     base = bc.CLAIMS[0]
     with pytest.raises(ValueError, match="measure must be one of"):
-        bc.Claim(**{**base.__dict__, "measure": "speed"})
+        Claim(**{**base.__dict__, "measure": "speed"})
     with pytest.raises(ValueError, match="must name its source"):
-        bc.Claim(**{**base.__dict__, "source": " "})
+        Claim(**{**base.__dict__, "source": " "})
     with pytest.raises(ValueError, match="origin must be one of"):
-        bc.Claim(**{**base.__dict__, "origin": "blog"})
+        Claim(**{**base.__dict__, "origin": "blog"})
 
 
 def test_the_quick_bench_verdicts_are_scipys_and_all_undecided_before_convergence():
@@ -70,7 +73,7 @@ def test_the_quick_bench_verdicts_are_scipys_and_all_undecided_before_convergenc
 @pytest.mark.skipif(not LONGER_RUN.with_suffix(".json").exists(), reason="the longer run is not shipped yet")
 def test_the_longer_run_verdicts_are_scipys():
     """Chapter 08's verdict table: every router after the longer run's epochs, the ladders after their own run."""
-    from capsule_lab.router_bench import shipped_longer_run
+    from capsule_lab.studies.bench.runner import shipped_longer_run
     settings, records, _ = shipped_longer_run()
     ladders, ladder_records, _ = shipped_longer_run("router_bench_long_ladder")
     assert len(settings.seeds) >= 5 and ladders.seeds == settings.seeds
@@ -91,21 +94,21 @@ def synthetic(router, seed, accuracy, train=(0.98, 0.981), entropy=3.0, step=40.
 
 
 def test_undecided_when_a_router_has_not_converged_or_the_entropy_is_saturated():
-    claim = bc.Claim("course", "08", "our question", "A beats B", False, "-", "does A beat B?", "A", "B",
+    claim = Claim("course", "08", "our question", "A beats B", False, "-", "does A beat B?", "A", "B",
                      "accuracy", "better", "nothing", origin="course")
     clear = [synthetic("A", s, 0.99 + 0.001 * s) for s in range(5)] + [synthetic("B", s, 0.95) for s in range(5)]
     assert bc.claim_verdicts(clear, [claim])[0].verdict.outcome == "supported"
     late = clear[:-1] + [synthetic("B", 4, 0.95, train=(0.90, 0.95))]
     row = bc.claim_verdicts(late, [claim])[0]
     assert row.verdict.outcome == "undecided" and "B not converged (seeds 4" in row.verdict.reason
-    entropy = bc.Claim("course", "08", "our question", "A has lower entropy", False, "-", "lower?", "A", "B",
+    entropy = Claim("course", "08", "our question", "A has lower entropy", False, "-", "lower?", "A", "B",
                        "entropy", "better", "nothing", origin="course")
     saturated = [synthetic("A", s, 0.99, entropy=6.0 + 0.01 * s) for s in range(5)] + \
                 [synthetic("B", s, 0.99, entropy=7.6) for s in range(5)]
     row = bc.claim_verdicts(saturated, [entropy], ceiling=7.64)[0]
     assert row.verdict.outcome == "undecided" and "within 0.5 of its ceiling" in row.verdict.reason
     assert bc.claim_verdicts(saturated, [entropy], ceiling=12.0)[0].verdict.outcome == "supported"
-    faster = bc.Claim("course", "08", "our question", "A is faster", False, "-", "faster?", "A", "B",
+    faster = Claim("course", "08", "our question", "A is faster", False, "-", "faster?", "A", "B",
                       "train_step_ms", "better", "nothing", origin="course")
     timed = [synthetic("A", s, 0.99, step=20.0 + s, train=(0.5, 0.9)) for s in range(5)] + \
             [synthetic("B", s, 0.99, step=40.0) for s in range(5)]
@@ -116,49 +119,49 @@ def test_undecided_when_a_router_has_not_converged_or_the_entropy_is_saturated()
     with pytest.raises(ValueError, match="ceiling must be given"):
         bc.claim_verdicts(saturated, [entropy])
     with pytest.raises(ValueError, match="names router 'C'"):
-        bc.claim_verdicts(clear, [bc.Claim(**{**claim.__dict__, "b": "C"})])
+        bc.claim_verdicts(clear, [Claim(**{**claim.__dict__, "b": "C"})])
 
 
 def test_describe_prints_units_and_the_pooled_mcnemar():
-    claim = bc.Claim("course", "08", "our question", "A beats B", False, "-", "does A beat B?", "A", "B",
+    claim = Claim("course", "08", "our question", "A beats B", False, "-", "does A beat B?", "A", "B",
                      "accuracy", "better", "nothing", origin="course")
     records = [synthetic("A", s, 0.99 + 0.001 * s, correct="1111") for s in range(5)] + \
               [synthetic("B", s, 0.95, correct="1100") for s in range(5)]
-    text = bc.describe(bc.claim_verdicts(records, [claim])[0])
+    text = describe(bc.claim_verdicts(records, [claim])[0])
     assert "SUPPORTED: A's advantage +4.20 points" in text and "10 right for A only, 0 for B only" in text
     assert "paired t over 5 seeds" in text and "margin 0.5 points" in text and "budgets differ" not in text
     longer = [dict(r, train_accuracy=[0.9] * 18 + [0.98, 0.98]) if r["router"] == "A" else r for r in records]
-    assert "budgets differ: A trained 20 epochs, B 2" in bc.describe(bc.claim_verdicts(longer, [claim])[0])
-    timing = bc.Claim("course", "08", "our question", "faster", False, "-", "faster?", "A", "B", "train_step_ms",
+    assert "budgets differ: A trained 20 epochs, B 2" in describe(bc.claim_verdicts(longer, [claim])[0])
+    timing = Claim("course", "08", "our question", "faster", False, "-", "faster?", "A", "B", "train_step_ms",
                       "better", "nothing", origin="course")
-    assert bc.advantage(timing, math.log(2)) == "2.00× as fast"
+    assert advantage(timing, math.log(2)) == "2.00× as fast"
     # a share: positive advantage = A better, which is A higher where higher is better and A lower where lower is
     for measure, better, worse in (("on_object", "higher", "lower"), ("coupling", "higher", "lower"),
                                    ("middle_share", "lower", "higher"), ("dead_rate", "lower", "higher")):
-        share = bc.Claim("course", "06", "our question", "A", False, "-", "A?", "A", "B", measure, "better", "-",
+        share = Claim("course", "06", "our question", "A", False, "-", "A?", "A", "B", measure, "better", "-",
                          origin="course")
-        assert bc.advantage(share, 0.012) == f"0.012 {better}" and bc.advantage(share, -0.003) == f"0.003 {worse}"
+        assert advantage(share, 0.012) == f"0.012 {better}" and advantage(share, -0.003) == f"0.003 {worse}"
 
 
 def test_entropy_ceiling_by_hand():
-    assert bc.entropy_ceiling([0, 0, 0, 0, 1, 1]) == pytest.approx((2 + 1) / 2)
+    assert entropy_ceiling([0, 0, 0, 0, 1, 1]) == pytest.approx((2 + 1) / 2)
     with pytest.raises(ValueError, match="classes must hold one class index per image"):
-        bc.entropy_ceiling([])
+        entropy_ceiling([])
 
 
 def test_undecided_with_one_seed_or_a_record_that_cannot_be_compared():
-    from capsule_lab.claims import claim_verdicts
-    claim = bc.Claim("course", "05", "our question", "A beats B", False, "-", "does A beat B?", "A", "B",
+    from capsule_lab.evidence.claims import claim_verdicts
+    claim = Claim("course", "05", "our question", "A beats B", False, "-", "does A beat B?", "A", "B",
                      "accuracy", "better", "nothing", origin="course")
     one = claim_verdicts([synthetic("A", 0, 0.99, correct="1111"), synthetic("B", 0, 0.9, correct="1100")], [claim])[0]
     assert one.verdict.outcome == "undecided" and one.verdict.reason.startswith("not testable: one seed (0)")
     assert one.verdict.p_support is None and one.mcnemar.a_only == 2                # the images still speak
-    assert "UNDECIDED: not testable: one seed" in bc.describe(one) and "2 right for A only" in bc.describe(one)
+    assert "UNDECIDED: not testable: one seed" in describe(one) and "2 right for A only" in describe(one)
     clear = [synthetic("A", s, 0.99 + 0.001 * s) for s in range(5)] + [synthetic("B", s, 0.95) for s in range(5)]
     noted = clear[:-1] + [dict(synthetic("B", 4, 0.95), accuracy=None, untestable="no matching epoch")]
     row = claim_verdicts(noted, [claim])[0]
     assert row.verdict.outcome == "undecided" and "B: no matching epoch" in row.verdict.reason
-    entropy = bc.Claim("course", "05", "our question", "A lower", False, "-", "lower?", "A", "B", "entropy",
+    entropy = Claim("course", "05", "our question", "A lower", False, "-", "lower?", "A", "B", "entropy",
                        "better", "nothing", origin="course")
     own = [dict(r, entropy_ceiling=7.0, entropy=6.8 if r["router"] == "B" else 3.0) for r in clear]
     row = claim_verdicts(own, [entropy])[0]                        # each record's own ceiling, no argument needed

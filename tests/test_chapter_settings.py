@@ -1,4 +1,4 @@
-"""Per-chapter settings (capsule_lab.profiles.chapter_settings): one entry per chapter and profile, and the
+"""Per-chapter settings (capsule_lab.course.profiles.chapter_settings): one entry per chapter and profile, and the
 chapters read them instead of defining their own."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 
 from capsule_lab.models import CapsNetConfig, DeepCapsNetConfig
 from capsule_lab.training import Schedule
-from capsule_lab.profiles import (CHAPTER_SETTINGS, PROFILES, DepthStudySettings, GradientStudySettings, Profile,
-                                  chapter_settings)
+from capsule_lab.course.profiles import CHAPTER_SETTINGS, PROFILES, Profile, chapter_settings
+from capsule_lab.studies.depth import DepthStudySettings
+from capsule_lab.studies.gradients import GradientStudySettings
 
 ROOT = Path(__file__).resolve().parents[1]
 

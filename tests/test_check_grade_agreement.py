@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _copied(fn, name: str) -> str:
     """A student's copy of a package function's source, under another name, with the imports it needs."""
     source = inspect.getsource(fn).replace(f"def {fn.__name__}(", f"def {name}(", 1)
-    return f"import torch\nfrom capsule_lab._checks import check_tensor\nfrom capsule_lab.rem import _check_levels\n" \
+    return f"import torch\nfrom capsule_lab._checks import check_tensor\nfrom capsule_lab.measures.parse_trees import _check_levels\n" \
            f"{source}"
 
 
@@ -56,7 +56,7 @@ def _checked(nb) -> dict:
 
 
 def _rem_answer():
-    from capsule_lab import rem
+    from capsule_lab.measures import parse_trees as rem
 
     return rem
 
@@ -69,7 +69,7 @@ VARIANTS = {
             "    return _quantize(couplings[torch.arange(couplings.shape[0]), :, predictions], levels)\n"),
         # the package's answer called outright: refused
         "global_prune": ("def global_prune(weights, masks, amount):\n"
-                         "    from capsule_lab.rem import global_magnitude_prune\n"
+                         "    from capsule_lab.measures.pruning import global_magnitude_prune\n"
                          "    return global_magnitude_prune(weights, masks, amount)\n"),
     },
     "06": lambda: {
@@ -134,7 +134,7 @@ def test_a_task_is_checked_on_its_own_function_with_the_stand_in_for_an_earlier_
 
 def test_a_refusal_names_the_function_that_made_the_call():
     namespace = _solutions_namespace("05")
-    exec("def _level(c, k):\n    from capsule_lab.rem import quantize\n    return quantize(c, k)\n"
+    exec("def _level(c, k):\n    from capsule_lab.measures.parse_trees import quantize\n    return quantize(c, k)\n"
          "def quantized_keys(couplings, predictions, levels):\n"
          "    return _level(couplings[torch.arange(couplings.shape[0]), :, predictions], levels)\n", namespace)
     result = check("05.quantize_keys", namespace["quantized_keys"], verbose=False)

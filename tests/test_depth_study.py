@@ -1,4 +1,4 @@
-"""capsule_lab.depth_study (chapter 04's experiment) and scripts/dead_capsule_search.py (what makes capsules die):
+"""capsule_lab.studies.depth (chapter 04's experiment) and scripts/dead_capsule_search.py (what makes capsules die):
 the keyword overrides reach the model and the optimiser, the defaults are unchanged, the script's CSV holds what
 it measured and resumes, and the committed results agree with themselves."""
 
@@ -14,11 +14,10 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-import capsule_lab.depth_study as depth_study
-from capsule_lab.depth_study import (DepthRun, _number, hidden_dead_rate, search_results, shipped_runs,
-                                     train_depth_run)
-from capsule_lab.diagnostics import layer_table
-from capsule_lab.profiles import chapter_settings
+import capsule_lab.studies.depth as depth_study
+from capsule_lab.studies.depth import DepthRun, _number, hidden_dead_rate, search_results, shipped_runs, train_depth_run
+from capsule_lab.measures.capsule_stats import layer_table
+from capsule_lab.course.profiles import chapter_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -181,7 +180,7 @@ def test_hidden_dead_rate_counts_only_the_hidden_layers():
 # ------------------------------------------------------------------ the verdict table (DEPTH_CLAIMS)
 
 def test_run_names():
-    from capsule_lab.depth_study import run_name
+    from capsule_lab.studies.depth import run_name
     assert run_name("dynamic", 4) == "RBA, 4 routing layers"
     assert run_name("uniform", 6) == "uniform, 6 routing layers"
     assert run_name("dynamic", 4, 2) == "RBA, 4 routing layers, layer 2"
@@ -190,7 +189,7 @@ def test_run_names():
 
 
 def test_claim_records_are_the_shipped_runs_numbers():
-    from capsule_lab.depth_study import depth_claim_records, run_name
+    from capsule_lab.studies.depth import depth_claim_records, run_name
     shipped = shipped_runs()
     records = {(r["router"], r["seed"]): r for r in depth_claim_records(shipped)}
     for run in shipped["runs"]:
@@ -209,7 +208,7 @@ def test_claim_records_are_the_shipped_runs_numbers():
 def test_the_verdicts_are_scipys():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.depth_study import DEPTH_CLAIMS, depth_claim_records, depth_verdicts
+    from capsule_lab.studies.depth import DEPTH_CLAIMS, depth_claim_records, depth_verdicts
     shipped = shipped_runs()
     assert len(shipped["provenance"]["seeds"]) >= 5
     rows = depth_verdicts(shipped)
@@ -233,7 +232,7 @@ def test_ship_trains_both_routings_and_keeps_what_the_verdicts_read(tmp_path):
 def test_the_longer_run_is_complete_and_its_verdicts_are_scipys():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.depth_study import DEPTH_CLAIMS, depth_claim_records, depth_verdicts
+    from capsule_lab.studies.depth import DEPTH_CLAIMS, depth_claim_records, depth_verdicts
     longer = shipped_runs("dead_capsule_runs_longer.json")
     prov = longer["provenance"]
     assert prov["setting"]["label"] == "longer, 5 iterations" and prov["setting"]["epochs"] == 20

@@ -1,4 +1,4 @@
-"""capsule_lab.diagnostics (chapter 04): the paper's metrics on hand-built cases and against plain loops."""
+"""capsule_lab.measures.capsule_stats (chapter 04): the paper's metrics on hand-built cases and against plain loops."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from capsule_lab.diagnostics import (
-    GradientTracker, activation_correlation, activation_stats, active_mask, collect_capsules, dead_mask,
-    layer_table, perfect_routing_std, routing_dynamics, routing_dynamics_per_capsule, mean_and_sd,
-)
+from capsule_lab.measures.capsule_stats import (GradientTracker, activation_correlation, activation_stats, active_mask,
+                                                collect_capsules, dead_mask, layer_table, perfect_routing_std,
+                                                routing_dynamics, routing_dynamics_per_capsule, mean_and_sd)
 from capsule_lab.models import DeepCapsNet, DeepCapsNetConfig
 
 
@@ -266,7 +265,8 @@ def test_tracker_needs_a_deep_capsnet():
         GradientTracker(torch.nn.Linear(2, 2))
 
 
-# ---------------------------------------------------------------- the parse tree (capsule_lab.figures.parse_tree, capsule_lab.widgets.parse_tree)
+# ---------------------------------------------------------------- the parse tree (capsule_lab.figures.parse_tree,
+# capsule_lab.widgets.parse_tree)
 
 def test_parse_tree_summary_figure_and_widget(tiny):
     import matplotlib
@@ -274,7 +274,8 @@ def test_parse_tree_summary_figure_and_widget(tiny):
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
 
-    from capsule_lab.figures import format_layer_table, parse_tree_explorer_figure, parse_tree_figure, parse_tree_summary
+    from capsule_lab.figures import (format_layer_table, parse_tree_explorer_figure, parse_tree_figure,
+                                     parse_tree_summary)
     from capsule_lab.widgets import parse_tree_explorer
 
     model, data = tiny
@@ -307,7 +308,7 @@ def test_dead_capsules_are_marked_in_the_picture():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from capsule_lab.diagnostics import CapsuleRecord
+    from capsule_lab.measures.capsule_stats import CapsuleRecord
     from capsule_lab.figures import parse_tree_summary, plot_parse_tree
 
     k = 8

@@ -1,5 +1,5 @@
-"""`capsule-lab smoke --epoch` (capsule_lab.epoch_timing): one timed epoch of each chapter's main network, run here
-on a CPU at a tiny size; the shipped GPU report's table is checked in test_gpu_epochs.py."""
+"""`capsule-lab smoke --epoch` (capsule_lab.course.epoch_timing): one timed epoch of each chapter's main network, run
+here on a CPU at a tiny size; the shipped GPU report's table is checked in test_gpu_epochs.py."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-import capsule_lab.epoch_timing as epoch_timing
+import capsule_lab.course.epoch_timing as epoch_timing
 from capsule_lab.cli import main
-from capsule_lab.epoch_timing import (chapter_images, epoch_data, epoch_report, main_network,
-                                      time_epoch)
-from capsule_lab.profiles import PROFILES, chapter_settings
-from capsule_lab.smoke import CHAPTERS, resolve_source
+from capsule_lab.course.epoch_timing import chapter_images, epoch_data, epoch_report, main_network, time_epoch
+from capsule_lab.course.profiles import PROFILES, chapter_settings
+from capsule_lab.course.smoke import CHAPTERS, resolve_source
 from capsule_lab.training import fit
 
 needs_fashion = pytest.mark.skipif(resolve_source("fashion", "auto")[0] != "torchvision",

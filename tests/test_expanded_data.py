@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
-from capsule_lab.data import (AFFNIST_SIZE, DataSourceError, affine_expanded_test_set, affine_transform, data_root,
-                              expanded_mnist, expansion_offsets, load_affnist, load_mnist, place_on_canvas,
-                              read_affnist_mat)
+from capsule_lab.data.expanded import (AFFNIST_SIZE, affine_expanded_test_set, expanded_mnist, expansion_offsets,
+                                       load_affnist, place_on_canvas, read_affnist_mat)
+from capsule_lab.data.sources import DataSourceError, data_root, load_mnist
+from capsule_lab.data.transforms import affine_transform
 
 try:                                                    # the affNIST reader's optional extra (in the test extra)
     from scipy.io import savemat

@@ -15,11 +15,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab import figures, widgets  # noqa: E402
-from capsule_lab.figures.descriptions import check_alt_text, description_of  # noqa: E402
-from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
-from capsule_lab.routing import dynamic_routing  # noqa: E402
-from capsule_lab.training import History  # noqa: E402
+from capsule_lab import figures, widgets
+from capsule_lab.figures.descriptions import check_alt_text, description_of
+from capsule_lab.models import CapsNet, CapsNetConfig
+from capsule_lab.routing import dynamic_routing
+from capsule_lab.training import History
 
 
 @pytest.fixture(autouse=True)

@@ -14,13 +14,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab.diagnostics import CapsuleRecord  # noqa: E402
-from capsule_lab.figures.descriptions import description_of  # noqa: E402
-from capsule_lab.figures.dead_capsules import (LAYER_STATISTICS, capsule_gradients_figure,  # noqa: E402
-                                               dead_rate_search_figure, explorer_routings, layer_statistics_table,
-                                               parse_tree_explorer_figure, parse_tree_figure, parse_tree_summary)
-from capsule_lab.figures.depth import activation_correlation_figure, depth_figure  # noqa: E402
-from capsule_lab.tables import Table  # noqa: E402
+from capsule_lab.measures.capsule_stats import CapsuleRecord
+from capsule_lab.figures.descriptions import description_of
+from capsule_lab.figures.dead_capsules import (LAYER_STATISTICS, capsule_gradients_figure, dead_rate_search_figure,
+                                               explorer_routings, layer_statistics_table, parse_tree_explorer_figure,
+                                               parse_tree_figure, parse_tree_summary)
+from capsule_lab.figures.depth import activation_correlation_figure, depth_figure
+from capsule_lab.evidence.tables import Table
 
 
 @pytest.fixture(autouse=True)

@@ -15,16 +15,15 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab.figures import (accuracy_time_figure, activity_profile_figure, coupling_length_figure,  # noqa: E402
+from capsule_lab.figures import (accuracy_time_figure, activity_profile_figure, coupling_length_figure,
                                  ladder_explorer_figure, ladder_explorer_result, measures_figure, step_time_figure)
-from capsule_lab.figures.descriptions import check_alt_text, description_of  # noqa: E402
-from capsule_lab.figures.ladder import (activity_profile_description, coupling_length_description,  # noqa: E402
+from capsule_lab.figures.descriptions import check_alt_text, description_of
+from capsule_lab.figures.ladder import (activity_profile_description, coupling_length_description,
                                         ladder_explorer_description)
-from capsule_lab.figures.step_times import step_time_description  # noqa: E402
-from capsule_lab.figures.router_bench import (COLORS, MARKERS, accuracy_time_description,  # noqa: E402
-                                              measures_description)
-from capsule_lab.figures.style import PALETTE, REFERENCE_COLOR  # noqa: E402
-from capsule_lab.models import LadderCapsNet, LadderCapsNetConfig  # noqa: E402
+from capsule_lab.figures.step_times import step_time_description
+from capsule_lab.figures.router_bench import COLORS, MARKERS, accuracy_time_description, measures_description
+from capsule_lab.figures.style import PALETTE, REFERENCE_COLOR
+from capsule_lab.models import LadderCapsNet, LadderCapsNetConfig
 
 
 @pytest.fixture(autouse=True)

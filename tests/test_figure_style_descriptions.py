@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
-from capsule_lab.figures import descriptions as fd  # noqa: E402
-from capsule_lab.figures import style  # noqa: E402
+from capsule_lab.figures import descriptions as fd
+from capsule_lab.figures import style
 
 ROOT = Path(__file__).resolve().parents[1]
 ALT = "Two lines: accuracy rises from 0.5 to 0.9 over 3 epochs while the loss falls from 1.2 to 0.3."
@@ -96,11 +96,11 @@ def test_alt_text_that_cannot_describe_a_figure_is_refused(alt, message):
         fd.check_alt_text(alt)
 
 
-def test_describe_attaches_and_show_displays_with_metadata(monkeypatch):
+def test_attach_description_attaches_and_show_displays_with_metadata(monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, metadata=None: shown.append((obj, metadata)))
     fig, _ = plt.subplots()
-    assert fd.describe(fig, ALT, "Accuracy and loss per epoch") is fig
+    assert fd.attach_description(fig, ALT, "Accuracy and loss per epoch") is fig
     assert fd.description_of(fig) == fd.Description(ALT, "Accuracy and loss per epoch")
     assert fd.show(fig, name="fig-training") is None, "a returned value would print under nbval after the figure"
     assert shown == [(fig, {"capsule_lab": {"alt": ALT, "caption": "Accuracy and loss per epoch",
@@ -118,11 +118,11 @@ def test_show_refuses_figures_without_words_and_bad_input():
     with pytest.raises(ValueError, match="caption must be a non-empty str"):
         fd.show(fig, alt=ALT)
     with pytest.raises(ValueError, match="caption and alt text are the same"):
-        fd.describe(fig, ALT, ALT)
+        fd.attach_description(fig, ALT, ALT)
     with pytest.raises(ValueError, match="name must be lower-case"):
         fd.show(fig, alt=ALT, caption="c", name="Fig 1")
     with pytest.raises(ValueError, match="must be a matplotlib Figure"):
-        fd.describe("fig", ALT, "c")
+        fd.attach_description("fig", ALT, "c")
     plt.close(fig)
 
 

@@ -1,8 +1,9 @@
-"""Chapter 03's figures (capsule_lab.figures.gradients), its toy (capsule_lab.gradients.polarised_gradient_terms)
-and its gradient-terms explorer (capsule_lab.widgets.gradients).
+"""Chapter 03's figures (capsule_lab.figures.gradients), its toy
+(capsule_lab.measures.gradients.polarised_gradient_terms) and its gradient-terms explorer
+(capsule_lab.widgets.gradients).
 
 The graph's gradient-carrying edges are checked against hand-counted cases; the explorer's numbers against
-autograd on the same toy (not against capsule_lab.gradients, which computes them). Each figure's alt text is
+autograd on the same toy (not against capsule_lab.measures.gradients, which computes them). Each figure's alt text is
 checked on hand-made inputs whose answer is known (which input has the largest term 2, whether a measure rises).
 """
 
@@ -17,12 +18,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab import figures, widgets  # noqa: E402
-from capsule_lab.figures.descriptions import description_of  # noqa: E402
-from capsule_lab.figures.style import PALETTE  # noqa: E402
-from capsule_lab.gradients import gradient_toy, polarised_gradient_terms  # noqa: E402
-from capsule_lab.capsules import margin_loss  # noqa: E402
-from capsule_lab.routing import dynamic_routing  # noqa: E402
+from capsule_lab import figures, widgets
+from capsule_lab.figures.descriptions import description_of
+from capsule_lab.figures.style import PALETTE
+from capsule_lab.measures.gradients import gradient_toy, polarised_gradient_terms
+from capsule_lab.capsules import margin_loss
+from capsule_lab.routing import dynamic_routing
 
 
 @pytest.fixture(autouse=True)

@@ -18,10 +18,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab import figures, widgets  # noqa: E402
-from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
-from capsule_lab.routing import ScaledRouter, dynamic_routing  # noqa: E402
-from capsule_lab.training import History  # noqa: E402
+from capsule_lab import figures, widgets
+from capsule_lab.models import CapsNet, CapsNetConfig
+from capsule_lab.routing import ScaledRouter, dynamic_routing
+from capsule_lab.training import History
 
 
 @pytest.fixture(autouse=True)

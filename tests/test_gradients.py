@@ -1,4 +1,4 @@
-"""capsule_lab.gradients against torch.autograd (float64) and hand-worked cases."""
+"""capsule_lab.measures.gradients against torch.autograd (float64) and hand-worked cases."""
 
 import math
 
@@ -6,10 +6,8 @@ import pytest
 import torch
 
 from capsule_lab import squash, squash_exp
-from capsule_lab.gradients import (
-    capsnet_gradient_terms, coupling_jacobian, gradient_terms, routing_states,
-    softmax_jacobian, squash_jacobian, vote_gradient,
-)
+from capsule_lab.measures.gradients import (capsnet_gradient_terms, coupling_jacobian, gradient_terms, routing_states,
+                                            softmax_jacobian, squash_jacobian, vote_gradient)
 from capsule_lab.models import CapsNet, CapsNetConfig, capsnet_loss
 from capsule_lab.routing import (DynamicRouter, RouterSpec, ScaledRouter, SimilarityRouter, UniformRouter,
                                  coupling_polarisation, dynamic_routing)
@@ -173,7 +171,7 @@ def test_coupling_polarisation_uniform_and_one_hot():
 
 
 def test_gradient_terms_hand_worked():
-    from capsule_lab.gradients import VoteGradient
+    from capsule_lab.measures.gradients import VoteGradient
     t1 = torch.zeros(1, 1, 1, 2, dtype=torch.float64)
     t1[..., 0] = 3.0
     t2 = torch.zeros_like(t1)

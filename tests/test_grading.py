@@ -23,7 +23,7 @@ import pytest
 import torch
 
 import capsule_lab
-import capsule_lab.layers
+import capsule_lab.layers.dense
 from capsule_lab import grading
 from capsule_lab.grading import STATUSES, TASKS, check, grade, grade_notebook
 from capsule_lab.grading.engine.judging import BUG_HUNT_HINT, verdict

@@ -66,7 +66,8 @@ def graded(tmp_path_factory, label: str, nb, filename: str, **kwargs) -> dict:
     return {"report": report, "before": before, "after": fingerprint(path), "folder": folder}
 
 
-# ---------------------------------------------------------------- 02: patched checker, forged records, imported reference
+# ---------------------------------------------------------------- 02: patched checker, forged records, imported
+# reference
 
 PATCH_THE_CHECKER = """\
 import dataclasses, os
@@ -118,7 +119,8 @@ def test_patching_the_checker_or_importing_the_reference_earns_nothing(patched_0
     assert patched_02["before"] == patched_02["after"], "grading modified the notebook"
 
 
-# ---------------------------------------------------------------- 01: re-export, code copy, reload, detached process, no checks
+# ---------------------------------------------------------------- 01: re-export, code copy, reload, detached process,
+# no checks
 
 REEXPORT = """\
 import capsule_lab
@@ -288,7 +290,7 @@ def test_the_evaluation_process_cannot_start_processes_or_call_c(tmp_path):
 # ---------------------------------------------------------------- 03: precomputed table, subprocess, wrong name
 
 TABLE = """\
-from capsule_lab.gradients import softmax_jacobian as _ref
+from capsule_lab.measures.gradients import softmax_jacobian as _ref
 from capsule_lab.grading.tasks.ch03 import _softmax_jacobian_cases
 _TABLE = {tuple(c.args[0].flatten().tolist()): _ref(*c.args) for c in _softmax_jacobian_cases()}
 
@@ -378,7 +380,8 @@ def test_time_limits_in_the_kernel_and_in_the_evaluation(stalling_04):
     assert tasks["04.dead_capsules"]["status"] == "passed" and tasks["04.active_rate"]["status"] == "passed"
     assert report["score"] == report["max_score"] - 2
     # both loops time out (the check cell of dyr runs nothing in the grader's kernel); the kernel that swallowed the
-    # interrupt is replaced, and the cells after it still run (in a fresh kernel: the grade does not depend on its state)
+    # interrupt is replaced, and the cells after it still run (in a fresh kernel: the grade does not depend on its
+    # state)
     assert report["timeout_cells"] == [stalling_04["swallow_cell"], stalling_04["loop_cell"]]
     assert report["kernel_restarts"] == [{"cell": stalling_04["swallow_cell"],
                                           "why": "the kernel did not respond after the timeout"}]

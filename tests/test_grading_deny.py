@@ -87,7 +87,7 @@ def test_the_enumeration_sees_the_whole_package():
     assert len(CALLABLES) > 300
     assert {"capsule_lab.capsules.squash", "capsule_lab.routing.procedure.dynamic_routing",
             "capsule_lab.grading.tasks.registry.get_task", "capsule_lab.grading.engine.checking.check",
-            "capsule_lab.router_bench.run_router_bench", "capsule_lab.models.deep_capsnet.DeepCapsNet",
+            "capsule_lab.studies.bench.runner.run_router_bench", "capsule_lab.models.deep_capsnet.DeepCapsNet",
             "capsule_lab.models.deep_capsnet.DeepCapsNet.routers"} <= names
     gated = {id(fn) for fn in package_functions()}
     # every function the enumeration calls is one the gates cover (decorators' wrappers lead to one)

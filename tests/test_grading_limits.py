@@ -35,10 +35,11 @@ MEMORY_MB = 2500    # 2.4 × what the kernel (1.0 GB) and the child (0.9 GB) map
 CPU_S = 12          # 2.5–3.5 × what each process of the honest notebook uses (3.5–4.7 CPU-s, imports included)
 TIMEOUT = 90        # wall-clock limits far above the CPU limit: a spinning loop meets the CPU limit first
 
-# a kernel cell and a student function that never stop allocating (untouched memory: torch.empty and calloc'd
-# bytearrays take address space, not RAM, so a failed limit cannot exhaust the test machine either). The
-# function fails with Python's MemoryError: torch's failed allocation builds a C++ backtrace (0.5 CPU-s each),
-# which in every case of the task would take the evaluation child to its CPU limit instead
+# a kernel cell and a student function that never stop allocating (untouched memory: torch.empty and bytes(n),
+# which CPython calloc's, take address space, not RAM, so a failed limit cannot exhaust the test machine either).
+# The function fails with Python's MemoryError: torch's failed allocation builds a C++ backtrace (0.5 CPU-s each),
+# and bytearray(n) zero-fills what it gets (1.6 CPU-s of page faults per call here, measured); in the task's
+# eight cases either would take the evaluation child to its CPU limit instead (CI saw "cpu limit")
 HOG_CELL = """\
 def grab():
     hoard = []
@@ -50,7 +51,7 @@ GREEDY_MARGIN_LOSS = """\
 def margin_loss(lengths, labels):
     hoard = []
     while True:
-        hoard.append(bytearray(256 * 2 ** 20))"""
+        hoard.append(bytes(256 * 2 ** 20))"""
 SPINNING_PRIMARY_CAPSULES = """\
 def primary_capsules(conv_out, capsule_dim):
     n = 0

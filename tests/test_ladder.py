@@ -1,4 +1,4 @@
-"""capsule_lab.ladder (chapter 06): the pruning layer against a sort written here, the code vector of the
+"""capsule_lab.layers.ladder (chapter 06): the pruning layer against a sort written here, the code vector of the
 paper's Figure 2, eqs. 1–4 against loops, γ from exp(−0.01γ) = 0.95, the loss against its formula, and the
 ladder layer's shapes and gradients (gradcheck in float64; the choices the paper leaves open, tested)."""
 
@@ -10,11 +10,12 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from capsule_lab import ladder
+from capsule_lab.layers import ladder
 from capsule_lab.capsules import squash
-from capsule_lab.ladder import (EPSILON, GAMMA, CodeMLP, CodeWeights, LadderLayer, PruningLayer, capsule_activity,
-                                code_vector, ladder_activation, ladder_loss, ladder_poses, propagate, regress,
-                                regressed_capsules, solve_gamma, table1_widths, top_k_capsules)
+from capsule_lab.layers.ladder import (EPSILON, GAMMA, CodeMLP, CodeWeights, LadderLayer, PruningLayer,
+                                       capsule_activity, code_vector, ladder_activation, ladder_loss, ladder_poses,
+                                       propagate, regress, regressed_capsules, solve_gamma, table1_widths,
+                                       top_k_capsules)
 
 
 def reference_top_k(u: torch.Tensor, k: int) -> list[list[int]]:
@@ -413,7 +414,7 @@ def test_public_names_are_exported():
 
 
 def test_most_active_couplings_by_hand():
-    from capsule_lab.ladder import most_active_couplings
+    from capsule_lab.measures.activity import most_active_couplings
 
     u = torch.tensor([[0.3, 0.4], [0.0, 0.1], [0.6, 0.8], [0.5, 0.0], [0.0, 0.5]])    # lengths .5 .1 1 .5 .5
     c = torch.softmax(torch.arange(15.0).view(5, 3) / 7, dim=1)
@@ -430,7 +431,7 @@ def test_most_active_couplings_by_hand():
 
 
 def test_activity_profile_is_the_mean_of_each_image_s_sorted_lengths():
-    from capsule_lab.ladder import activity_profile
+    from capsule_lab.measures.activity import activity_profile
 
     u = torch.zeros(2, 4, 1)
     u[0, :, 0] = torch.tensor([0.1, 0.9, 0.5, 0.3])           # sorted: .9 .5 .3 .1

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from capsule_lab.ladder import EPSILON, GAMMA, ladder_loss, table1_widths
+from capsule_lab.layers.ladder import EPSILON, GAMMA, ladder_loss, table1_widths
 from capsule_lab.models import LadderCapsNet, LadderCapsNetConfig, LadderCapsNetOutput, ladder_capsnet_loss
 from capsule_lab.models.ladder_capsnet import SLIM_FACTOR
 from capsule_lab.training import fit

@@ -16,13 +16,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from capsule_lab.capsules import conv_to_capsules  # noqa: E402
-from capsule_lab.figures import (PAPER_TABLE3, activity_profile_figure, coupling_length_figure,  # noqa: E402
-                                 kept_capsule_positions, ladder_explorer_figure, ladder_explorer_result,
-                                 plot_kept_capsules, receptive_field_centres, step_time_figure)
-from capsule_lab.ladder import activity_profile, most_active_couplings  # noqa: E402
-from capsule_lab.models import CapsNetConfig, LadderCapsNet, LadderCapsNetConfig  # noqa: E402
-from capsule_lab.widgets import LadderExplorer, ladder_explorer  # noqa: E402
+from capsule_lab.capsules import conv_to_capsules
+from capsule_lab.figures import (PAPER_TABLE3, activity_profile_figure, coupling_length_figure, kept_capsule_positions,
+                                 ladder_explorer_figure, ladder_explorer_result, plot_kept_capsules,
+                                 receptive_field_centres, step_time_figure)
+from capsule_lab.measures.activity import activity_profile, most_active_couplings
+from capsule_lab.models import CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
+from capsule_lab.widgets import LadderExplorer, ladder_explorer
 
 SLIM = LadderCapsNetConfig.slim(k=8)     # 40×40; 9×9 conv, 9×9/2 primary: a 12 × 12 grid of 4 types, n = 576
 

@@ -1,4 +1,4 @@
-"""Chapter 06's experiment (capsule_lab.ladder_study) and its settings (chapter_settings("06"))."""
+"""Chapter 06's experiment (capsule_lab.studies.ladder) and its settings (chapter_settings("06"))."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from capsule_lab.data import load_mnist
-from capsule_lab.ladder_study import (TrainedNetwork, activity_profiles, coupling_profile, ladder_study_data,
-                                      matched_class_dim, primary_capsules, run_ladder_study, shipped_ladder_runs,
-                                      train_network)
+from capsule_lab.data.sources import load_mnist
+from capsule_lab.studies.ladder import (TrainedNetwork, activity_profiles, coupling_profile, ladder_study_data,
+                                        matched_class_dim, primary_capsules, run_ladder_study, shipped_ladder_runs,
+                                        train_network)
 from capsule_lab.models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
-from capsule_lab.profiles import LadderSettings, chapter_settings
+from capsule_lab.studies.ladder import LadderSettings
+from capsule_lab.course.profiles import chapter_settings
 from capsule_lab.training import evaluate
 
 pytestmark = pytest.mark.xdist_group("ladder_study")
@@ -122,7 +123,7 @@ def test_run_ladder_study_trains_every_k_and_the_capsnet(tiny):
 
 
 def test_coupling_profile_is_the_per_image_figure_1_averaged(tiny):
-    from capsule_lab.ladder import most_active_couplings
+    from capsule_lab.measures.activity import most_active_couplings
     settings, data = tiny
     torch.manual_seed(1)
     net = CapsNet(settings.capsnet).eval()
@@ -217,7 +218,7 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
 # ------------------------------------------------------------------ the verdict table (LADDER_CLAIMS)
 
 def test_middle_share_by_hand():
-    from capsule_lab.ladder import middle_share
+    from capsule_lab.measures.activity import middle_share
     assert middle_share([0.95, 0.5, 0.2, 0.05]) == 0.5               # 0.5 and 0.2 lie strictly inside (0.1, 0.9)
     assert middle_share([0.9, 0.1, 0.3]) == pytest.approx(1 / 3)      # the bounds themselves are high or low
     assert middle_share(torch.tensor([0.99, 0.98]), low=0.1, high=0.99) == 0.5
@@ -229,7 +230,7 @@ def test_middle_share_by_hand():
 
 def test_claim_records_are_the_shipped_runs_numbers():
     import numpy as np
-    from capsule_lab.ladder_study import ladder_claim_records
+    from capsule_lab.studies.ladder import ladder_claim_records
     shipped = shipped_ladder_runs()
     k = shipped["provenance"]["settings"]["ladder"]["k"]
     records = ladder_claim_records(shipped)
@@ -259,7 +260,7 @@ def test_claim_records_are_the_shipped_runs_numbers():
 def test_the_verdicts_are_scipys_and_the_tables_numbers_are_the_runs():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.ladder_study import LADDER_CLAIMS, ladder_claim_records, ladder_verdicts
+    from capsule_lab.studies.ladder import LADDER_CLAIMS, ladder_claim_records, ladder_verdicts
     shipped = shipped_ladder_runs()
     assert len(shipped["provenance"]["seeds"]) >= 3
     rows = ladder_verdicts(shipped)

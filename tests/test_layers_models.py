@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from capsule_lab.capsules import squash
-from capsule_lab.layers import CapsuleLayer, capsule_votes
+from capsule_lab.layers.dense import CapsuleLayer
+from capsule_lab.layers.votes import capsule_votes
 from capsule_lab.models import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
 from capsule_lab.routing import DynamicRouter, Router, RouterSpec, RoutingResult, UniformRouter, dynamic_routing
 

@@ -15,7 +15,8 @@ from torch.func import functional_call
 
 from capsule_lab import routing as lr
 from capsule_lab.capsules import capsule_lengths, margin_loss
-from capsule_lab.layers import CapsuleLayer, normalized_votes
+from capsule_lab.layers.dense import CapsuleLayer
+from capsule_lab.layers.votes import normalized_votes
 from capsule_lab.models import CapsNet, CapsNetConfig, DeepCapsNet, DeepCapsNetConfig, capsnet_loss
 from capsule_lab.routing import (ConnectionistRouter, SimilarityRouter, closed_form_couplings, closed_form_logits,
                                  dynamic_routing, dynamic_routing_generic, gaussian_mixture_kernel, generic_routing,

@@ -12,12 +12,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from capsule_lab.figures import (DEFAULT_PAIRS, MAX_FIGURE_WIDTH, plot_similarity_routing,  # noqa: E402
-                                 similarity_clusters, similarity_grid_figure, clustered_votes)
-from capsule_lab.figures.descriptions import description_of  # noqa: E402
-from capsule_lab.figures.learned_routing import similarity_routing_words  # noqa: E402
-from capsule_lab.routing import similarity_objective  # noqa: E402
-from capsule_lab.widgets import (SimilarityRoutingExplorer, similarity_routing_explorer,  # noqa: E402
+from capsule_lab.figures import (DEFAULT_PAIRS, MAX_FIGURE_WIDTH, plot_similarity_routing, similarity_clusters,
+                                 similarity_grid_figure, clustered_votes)
+from capsule_lab.figures.descriptions import description_of
+from capsule_lab.figures.learned_routing import similarity_routing_words
+from capsule_lab.routing import similarity_objective
+from capsule_lab.widgets import (SimilarityRoutingExplorer, similarity_routing_explorer,
                                  similarity_routing_explorer_figure, similarity_routing_result)
 
 

@@ -1,4 +1,4 @@
-"""Chapter 07's experiment (capsule_lab.learned_routing_study) and its settings (chapter_settings("07"))."""
+"""Chapter 07's experiment (capsule_lab.studies.learned_routing) and its settings (chapter_settings("07"))."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from capsule_lab.learned_routing_study import (VOTES, RouterRun, build_model, class_layer_inputs, measure_couplings,
-                                               routing_study_data, run_routing_study, study_routers, train_router)
+from capsule_lab.studies.learned_routing import (VOTES, RouterRun, build_model, class_layer_inputs, measure_couplings,
+                                                 routing_study_data, run_routing_study, study_routers, train_router)
 from capsule_lab.models import CapsNetConfig, ConvCapsNet, ConvCapsNetConfig
-from capsule_lab.profiles import LearnedRoutingSettings, chapter_settings
+from capsule_lab.studies.learned_routing import LearnedRoutingSettings
+from capsule_lab.course.profiles import chapter_settings
 from capsule_lab.routing import ConnectionistRouter, DynamicRouter, SimilarityRouter, coupling_polarisation
 
 pytestmark = pytest.mark.xdist_group("routing_study")
@@ -139,7 +140,7 @@ def test_train_router_and_the_study(tiny):
 
 
 def test_the_shipped_longer_run_is_complete_and_consistent():
-    from capsule_lab.learned_routing_study import shipped_routing_runs
+    from capsule_lab.studies.learned_routing import shipped_routing_runs
     report = shipped_routing_runs()
     prov, runs = report["provenance"], report["runs"]
     assert prov["seeds"] == [0, 1, 2] and prov["settings"]["epochs"] == 3 and prov["settings"]["train_size"] == 6000
@@ -160,8 +161,8 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
 def test_claim_records_and_verdicts_of_the_longer_run():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.learned_routing_study import (LEARNED_CLAIMS, learned_claim_records, learned_verdicts,
-                                                   shipped_routing_runs)
+    from capsule_lab.studies.learned_routing import (LEARNED_CLAIMS, learned_claim_records, learned_verdicts,
+                                                     shipped_routing_runs)
     shipped = shipped_routing_runs()
     records = learned_claim_records(shipped)
     assert len(records) == sum(len(seeds) for routers in shipped["runs"].values() for seeds in routers.values())

@@ -1,10 +1,10 @@
-"""capsule_lab.modes.eval_mode (re-exported by capsule_lab.training): eval inside, the previous mode after."""
+"""capsule_lab.training.eval_mode (re-exported by capsule_lab.training): eval inside, the previous mode after."""
 
 import pytest
 import torch
 from torch import nn
 
-from capsule_lab.modes import eval_mode
+from capsule_lab.training import eval_mode
 from capsule_lab.training import eval_mode as from_training
 
 

@@ -1,13 +1,14 @@
 """Every chapter figure is described and captioned from its data, and results are tables, not printed text.
 
 - Each code cell of a chapter that shows an image shows nothing else but printed text (MyST-NB's figure options
-  apply to every displayed output of a cell: a table beside the figure would be captioned too), with a description in the output's metadata (``capsule_lab.figures.show``) whose alt text passes
-  ``check_alt_text``, copied into the cell's metadata where MyST-NB reads it (``mystnb.image.alt``,
-  ``mystnb.figure.caption``, ``mystnb.figure.name``) — so a stale caption or one copied by hand fails.
+  apply to every displayed output of a cell: a table beside the figure would be captioned too), with a description in
+  the output's metadata (``capsule_lab.figures.show``) whose alt text passes ``check_alt_text``, copied into the cell's
+  metadata where MyST-NB reads it (``mystnb.image.alt``, ``mystnb.figure.caption``, ``mystnb.figure.name``) — so a stale
+  caption or one copied by hand fails.
 - No figure of a notebook repeats another's alt text (a description is of *this* figure).
 - No chapter prints a table as fixed-width text: three or more consecutive printed lines with three or more
   columns (split by `` | `` or by runs of two or more spaces) are a table, and must be a
-  ``capsule_lab.tables.Table`` (an HTML table in the book).
+  ``capsule_lab.evidence.tables.Table`` (an HTML table in the book).
 
 The book test (tests/test_book.py) checks the built pages: every image's alt text, numbered captions, axe-core.
 """
@@ -117,5 +118,5 @@ def test_results_are_tables_not_printed_text(path):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "stream" and output.get("name") == "stdout":
                 problems += [f"cell {index}: {first.strip()[:90]!r}" for first in printed_tables(output["text"])]
-    assert not problems, (f"{rel(path)} prints tables as text; show a capsule_lab.tables.Table instead:\n  "
+    assert not problems, (f"{rel(path)} prints tables as text; show a capsule_lab.evidence.tables.Table instead:\n  "
                           + "\n  ".join(problems))

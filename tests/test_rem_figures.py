@@ -1,6 +1,6 @@
 """Chapter 05's figures (capsule_lab.figures.pruning, .dictionary, .parse_trees, .saliency, .geometry) and
 capsule_lab.widgets.rem: hand-built measures, steps and runs (no training), handed to the figures as the plain data
-capsule_lab.rem_study makes of them (epoch_curve, class_trees, pruning_explorer_run); what is drawn is checked
+capsule_lab.studies.rem makes of them (epoch_curve, class_trees, pruning_explorer_run); what is drawn is checked
 against counts and entropies computed here."""
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 
-from capsule_lab.figures.descriptions import description_of  # noqa: E402
-from capsule_lab.figures.style import REFERENCE_COLOR  # noqa: E402
-from capsule_lab.figures import (class_couplings, coupling_histogram_figure, entropy_accuracy_figure,  # noqa: E402
+from capsule_lab.figures.descriptions import description_of
+from capsule_lab.figures.style import REFERENCE_COLOR
+from capsule_lab.figures import (class_couplings, coupling_histogram_figure, entropy_accuracy_figure,
                                  entropy_vs_levels_figure, keys_per_class_figure, parse_tree_graph,
                                  parse_tree_graph_figure, plot_backtracked_image, pruning_curve_figure,
                                  pruning_explorer_figure, receptive_field_centres, saliency_figure, step_summary)
-from capsule_lab.models import CapsNet, CapsNetConfig  # noqa: E402
-from capsule_lab.rem_study import (RemRun, RoutingMeasure, Step, class_trees, epoch_curve,  # noqa: E402
-                                   pruning_explorer_run)
-from capsule_lab.widgets import pruning_explorer  # noqa: E402
+from capsule_lab.models import CapsNet, CapsNetConfig
+from capsule_lab.studies.rem import RemRun, RoutingMeasure, Step
+from capsule_lab.studies.rem_pictures import class_trees, epoch_curve, pruning_explorer_run
+from capsule_lab.widgets import pruning_explorer
 
 GRID = (3, 3, 2)                         # H, W, O: 18 primary capsules
 J = 3
@@ -313,7 +313,7 @@ def test_step_summary_and_pruning_explorer_figure():
         pruning_explorer_figure(plain, 0, 1, GRID, images=torch.rand(5, 1, 9, 9))
     with pytest.raises(ValueError, match="curve must be a dict"):
         pruning_curve_figure(run.pruned)
-    with pytest.raises(ValueError, match="steps must be a non-empty list of capsule_lab.rem_study.Step"):
+    with pytest.raises(ValueError, match="steps must be a non-empty list of capsule_lab.studies.rem.Step"):
         epoch_curve([])
 
 

@@ -1,4 +1,4 @@
-"""capsule_lab.rem_study (chapter 05's experiment): measures checked against computations written here, the
+"""capsule_lab.studies.rem (chapter 05's experiment): measures checked against computations written here, the
 choice of REM's model on hand-built steps, and a tiny study's runs (same start, the sparsity schedule)."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import pytest
 import torch
 from torch.utils.data import TensorDataset
 
-from capsule_lab import data, rem_study
+from capsule_lab import data
+from capsule_lab.studies import rem as rem_study
 from capsule_lab.models import CapsNet, CapsNetConfig
-from capsule_lab.rem import class_parse_tree, routing_entropy
-from capsule_lab.profiles import chapter_settings
-from capsule_lab.rem_study import (RoutingMeasure, Step, lowest_loss_step, measure_routing, model_at, rem_study_data,
-                                   run_record, run_rem)
+from capsule_lab.measures.parse_trees import class_parse_tree, routing_entropy
+from capsule_lab.course.profiles import chapter_settings
+from capsule_lab.studies.rem import (RoutingMeasure, Step, lowest_loss_step, measure_routing, model_at, rem_study_data,
+                                     run_record, run_rem)
 
 TINY = CapsNetConfig.slim(conv_channels=4, primary_types=2, decoder=False)
 
@@ -117,7 +118,7 @@ def test_study_data_splits_validation_from_training(monkeypatch):
 
 
 def test_expanded_study_data_are_chapter_06_s_canvas(monkeypatch):
-    from capsule_lab.rem_study import rem_affine_data
+    from capsule_lab.studies.rem import rem_affine_data
     full, test_digits = _data(40, 5), _data(9, 6)
     monkeypatch.setitem(data.DATASETS, "mnist", lambda train, source: full if train else test_digits)
     settings = replace(chapter_settings("05", "quick"), train_size=25, val_size=10, test_size=None)
@@ -191,7 +192,7 @@ def test_a_long_run_keeps_only_the_last_steps_and_q_s_model():
 # ------------------------------------------------------------------ the verdict table (REM_CLAIMS)
 
 def test_entropy_at_accuracy_interpolates_between_epochs_by_hand():
-    from capsule_lab.rem_study import entropy_at_accuracy
+    from capsule_lab.studies.rem import entropy_at_accuracy
     points = [(0.9, 4.0), (0.8, 2.0), (0.95, 5.0)]                                   # any order
     assert entropy_at_accuracy(points, 0.85) == pytest.approx(3.0)
     assert entropy_at_accuracy(points, 0.925) == pytest.approx(4.5)
@@ -205,7 +206,7 @@ def test_entropy_at_accuracy_interpolates_between_epochs_by_hand():
 def test_claim_records_and_verdicts_of_tiny_runs():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.rem_study import REM_CLAIMS, rem_claim_records, rem_verdicts
+    from capsule_lab.studies.rem_claims import REM_CLAIMS, rem_claim_records, rem_verdicts
     settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=2, epochs_per_round=1, amount=0.5)
     data = (_data(32, 2), _data(8, 3), _data(12, 4))
     runs = {("mnist", seed): run_rem("mnist", settings, data, seed=seed) for seed in (0, 1)}
@@ -250,7 +251,7 @@ def test_run_record_holds_each_step_vanilla_and_quantised():
 
 
 def test_zero_transform_share_counts_emptied_matrices_by_hand():
-    from capsule_lab.rem_study import zero_transform_share
+    from capsule_lab.studies.rem import zero_transform_share
     torch.manual_seed(3)
     model = CapsNet(TINY)
     assert zero_transform_share(model) == 0.0
@@ -264,8 +265,8 @@ def test_zero_transform_share_counts_emptied_matrices_by_hand():
 
 
 def test_model_extras_measure_what_the_chapter_reads():
-    from capsule_lab.rem_study import model_extras
-    from capsule_lab.saliency import coupling_saliency_maps, saliency_on_object
+    from capsule_lab.studies.rem import model_extras
+    from capsule_lab.measures.saliency import coupling_saliency_maps, saliency_on_object
     torch.manual_seed(4)
     model, test = CapsNet(TINY), _data(10, 9)
     extras = model_extras(model, test, levels=(3, 11), saliency_images=6, affine=_data(5, 10))
@@ -286,7 +287,7 @@ def test_model_extras_measure_what_the_chapter_reads():
 
 
 def test_measure_routing_under_quantised_inference_is_the_model_run_quantised():
-    from capsule_lab.rem import quantized_inference
+    from capsule_lab.measures.parse_trees import quantized_inference
     torch.manual_seed(1)
     model, data = CapsNet(TINY), _data(9, 7)
     plain = measure_routing(model, data, batch_size=4)
@@ -299,13 +300,13 @@ def test_measure_routing_under_quantised_inference_is_the_model_run_quantised():
     # the couplings' levels are those of ordinary inference: only the last weighted sum changed. (K = 11 here: an
     # untrained network's couplings sit at 1/J = 0.1, exactly on a bin edge for K = 6, where the vote-free and the
     # vote-forming forward passes, equal to 1e-7, can round apart.)
-    from capsule_lab.rem import quantize
+    from capsule_lab.measures.parse_trees import quantize
     eleven = measure_routing(model, data, batch_size=4, quantize_levels=11)
     assert torch.equal(quantize(eleven.couplings, 11), quantize(plain.couplings, 11))
 
 
 def test_accuracy_by_levels_and_the_lowest_k_that_keeps_the_accuracy():
-    from capsule_lab.rem_study import accuracy_by_levels, lowest_levels
+    from capsule_lab.studies.rem import accuracy_by_levels, lowest_levels
     torch.manual_seed(2)
     model, data = CapsNet(TINY), _data(10, 8)
     by_k = accuracy_by_levels(model, data, levels=(3, 11), batch_size=4)
@@ -366,7 +367,8 @@ def test_the_longer_run_script_s_schedule_reaches_the_paper_s_sparsity_range():
 def test_the_shipped_longer_run_is_complete_and_consistent():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.rem_study import rem_claim_records, rem_verdicts, shipped_rem_runs
+    from capsule_lab.studies.rem_claims import rem_claim_records, rem_verdicts
+    from capsule_lab.studies.rem import shipped_rem_runs
     runs = shipped_rem_runs("rem_runs_fashion.json")["runs"] + shipped_rem_runs("rem_runs.json")["runs"]
     assert sorted((r["dataset"], r["seed"]) for r in runs) == sorted(
         (d, s) for d in ("fashion", "mnist", "expanded") for s in (0, 1, 2))

@@ -1,9 +1,10 @@
-"""Chapter 08's bench (capsule_lab.router_bench), its settings (chapter_settings("08")) and `bench routers`."""
+"""Chapter 08's bench (capsule_lab.studies.bench.runner), its settings (chapter_settings("08")) and `bench routers`."""
 
 import csv
 import json
 import math
 import platform
+from pathlib import Path
 from dataclasses import replace
 
 import numpy as np
@@ -11,10 +12,14 @@ import pytest
 import torch
 from scipy.stats import binomtest
 
-from capsule_lab import cli, router_bench as rb
+from capsule_lab import cli
+from capsule_lab.studies import bench as rb
+from capsule_lab.studies.bench import records as bench_records, runner as bench_runner
 from capsule_lab.models import CapsNet, LadderCapsNet
-from capsule_lab.profiles import ROUTERS_08, chapter_settings
-from capsule_lab.rem import global_magnitude_prune, prunable_parameters
+from capsule_lab.studies.bench.settings import ROUTERS_08
+from capsule_lab.course.profiles import chapter_settings
+from capsule_lab.evidence.stats import mcnemar_test
+from capsule_lab.measures.pruning import global_magnitude_prune, prunable_parameters
 from capsule_lab.routing import DynamicRouter
 from capsule_lab.training import evaluate, fit
 
@@ -116,7 +121,7 @@ def test_peak_memory_grows_with_the_batch_as_activations_do(tiny_data):
     memory is nearly proportional to the batch (measured: 47, 377 and 1,509 MB at batches 8, 64 and 256); a
     measure that missed the step's tensors would not grow 4 times from 8 images to 32."""
     images, labels = tiny_data[0].tensors
-    small, large = (rb._peak_memory_mb("connectionist", QUICK, 0, images[:b], labels[:b], torch.device("cpu"), None)
+    small, large = (bench_records._peak_memory_mb("connectionist", QUICK, 0, images[:b], labels[:b], torch.device("cpu"), None)
                     for b in (8, 32))
     assert small > 20 and 3.5 < large / small < 4.5
 
@@ -196,16 +201,16 @@ def test_summary_is_mean_sd_and_standard_error():
 @pytest.mark.parametrize("a, b", [("1111000011", "1010101011"), ("1" * 40, "0" * 3 + "1" * 37), ("10" * 30, "01" * 30),
                                   ("1" * 9, "1" * 9)])
 def test_mcnemar_against_scipy(a, b):
-    result = rb.mcnemar_test(a, b)
+    result = mcnemar_test(a, b)
     only_a = sum(x == "1" and y == "0" for x, y in zip(a, b))
     only_b = sum(x == "0" and y == "1" for x, y in zip(a, b))
-    assert (result["a_only"], result["b_only"]) == (only_a, only_b)
+    assert (result.a_only, result.b_only) == (only_a, only_b)
     expected = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
-    assert result["p_value"] == pytest.approx(expected, rel=1e-12)
+    assert result.p_value == pytest.approx(expected, rel=1e-12)
     with pytest.raises(ValueError, match="same images"):
-        rb.mcnemar_test(a, b + "1")
+        mcnemar_test(a, b + "1")
     with pytest.raises(ValueError, match="0s and 1s"):
-        rb.mcnemar_test(a.replace("1", "x"), b)
+        mcnemar_test(a.replace("1", "x"), b)
 
 
 def test_shipped_records_cover_the_quick_bench():
@@ -217,7 +222,7 @@ def test_shipped_records_cover_the_quick_bench():
 
 
 def test_cli_bench_routers_writes_records_and_reads_its_cache(tmp_path, monkeypatch, capsys):
-    import capsule_lab.profiles as profiles
+    import capsule_lab.course.profiles as profiles
 
     small = _epochs(TINY, 1, rem_rounds=0)
     monkeypatch.setattr(profiles, "chapter_settings", lambda chapter, profile=None: small)
@@ -242,13 +247,13 @@ def test_cli_bench_routers_trains_as_the_chapter_does(tmp_path, monkeypatch, cap
         calls.append(kwargs)
         return [{"router": "uniform", "seed": 0, "accuracy": 0.5, "cached": False}]
 
-    monkeypatch.setattr(rb, "run_router_bench", fake_bench)
+    monkeypatch.setattr(bench_runner, "run_router_bench", fake_bench)
     for profile, device in (("full", "cuda"), ("quick", "cuda"), ("full", "cpu")):
         argv = ["bench", "routers", "--profile", profile, "--device", device, "--out", str(tmp_path / "b.json")]
         assert cli.main(argv) == 0
     capsys.readouterr()
     assert [(c["device"], c["amp"]) for c in calls] == [("cuda", True), ("cuda", False), ("cpu", True)]
-    assert [rb._mixed(c["device"], c["amp"]) for c in calls] == [True, False, False]
+    assert [bench_records._mixed(c["device"], c["amp"]) for c in calls] == [True, False, False]
 
 
 def test_figures_draw_the_summary():
@@ -316,7 +321,7 @@ def test_the_longer_run_script_trains_the_quick_bench_longer_and_records_its_pro
     below the epochs), one cache per run, a report that shipped_longer_run can rebuild the settings from."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("router_bench_longer_run",
-                                                  rb.Path(__file__).resolve().parents[1] / "scripts"
+                                                  Path(__file__).resolve().parents[1] / "scripts"
                                                   / "router_bench_longer_run.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

@@ -17,7 +17,7 @@ import torch
 
 import capsule_lab.routing as routing
 from capsule_lab.capsules import margin_loss, squash
-from capsule_lab.layers import CapsuleLayer
+from capsule_lab.layers.dense import CapsuleLayer
 from capsule_lab.models import (CapsNet, CapsNetConfig, CapsuleNetwork, ConvCapsNet, ConvCapsNetConfig, DeepCapsNet,
                                 DeepCapsNetConfig, paper_routers)
 from capsule_lab.routing import (ROUTER_KINDS, ConnectionistRouter, DetachedRouter, DynamicRouter, Router, RouterSpec,

@@ -17,8 +17,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from capsule_lab import squash, squash_exp
-from capsule_lab.models import (CapsNet, CapsNetConfig, ConvCapsNet, ConvCapsNetConfig, DeepCapsNet,
-                                DeepCapsNetConfig)
+from capsule_lab.models import CapsNet, CapsNetConfig, ConvCapsNet, ConvCapsNetConfig, DeepCapsNet, DeepCapsNetConfig
 from capsule_lab.routing import RouterSpec, router_kinds, unregister_router
 
 pytestmark = pytest.mark.slow
@@ -107,9 +106,9 @@ def test_it_runs_in_every_network_by_its_name(max_router):
 
 
 def test_chapter_05s_measures_and_the_flop_count_take_it(max_router):
-    from capsule_lab.cost import stage_flops
-    from capsule_lab.rem import quantized_inference
-    from capsule_lab.rem_study import accuracy_by_levels, measure_routing
+    from capsule_lab.measures.cost import stage_flops
+    from capsule_lab.measures.parse_trees import quantized_inference
+    from capsule_lab.studies.rem import accuracy_by_levels, measure_routing
 
     torch.manual_seed(1)
     net = CapsNet(CapsNetConfig.slim(conv_channels=8, primary_types=2, decoder=False, router="max")).eval()
@@ -132,8 +131,8 @@ def test_chapter_05s_measures_and_the_flop_count_take_it(max_router):
 
 @pytest.fixture(scope="module")
 def tiny_bench():
-    from capsule_lab.profiles import chapter_settings
-    from capsule_lab.router_bench import bench_data
+    from capsule_lab.course.profiles import chapter_settings
+    from capsule_lab.studies.bench.entries import bench_data
 
     quick = chapter_settings("08", "quick")
     settings = replace(quick, train_size=64, test_size=32, seeds=(0,), rem_rounds=0, timing_repeats=1,
@@ -142,7 +141,7 @@ def tiny_bench():
 
 
 def test_the_bench_takes_it_from_python_and_measures_its_memory_on_a_cpu(max_router, tiny_bench, tmp_path):
-    from capsule_lab.router_bench import run_router_bench
+    from capsule_lab.studies.bench.runner import run_router_bench
 
     settings, data = tiny_bench
     cache = tmp_path / "cache"
@@ -154,7 +153,7 @@ def test_the_bench_takes_it_from_python_and_measures_its_memory_on_a_cpu(max_rou
 
 
 def test_the_bench_takes_it_from_the_command_line(max_router, tiny_bench, tmp_path, monkeypatch, capsys):
-    import capsule_lab.profiles as profiles
+    import capsule_lab.course.profiles as profiles
     from capsule_lab.cli import main
 
     settings, _ = tiny_bench
@@ -173,8 +172,8 @@ def test_the_bench_runs_from_a_plain_script(max_router, tmp_path):
     script.write_text(textwrap.dedent(f'''
         import json
         from dataclasses import replace
-        from capsule_lab.profiles import chapter_settings
-        from capsule_lab.router_bench import run_router_bench
+        from capsule_lab.course.profiles import chapter_settings
+        from capsule_lab.studies.bench.runner import run_router_bench
         from capsule_lab.routing import Router, register_router
         import {max_router.__name__} as written
 
@@ -196,12 +195,13 @@ def test_the_bench_runs_from_a_plain_script(max_router, tmp_path):
 
 
 def test_a_failed_memory_measure_is_recorded_and_the_run_goes_on(max_router, tiny_bench, monkeypatch):
-    import capsule_lab.router_bench as rb
+    import capsule_lab.studies.bench as rb
+    from capsule_lab.studies.bench import records
 
     def fails(*args, **kwargs):
         raise RuntimeError("measuring peak memory failed in its process (exit code 1): MemoryError")
 
-    monkeypatch.setattr(rb, "peak_memory", fails)
+    monkeypatch.setattr(records, "peak_memory", fails)
     settings, data = tiny_bench
     records = rb.run_router_bench(settings, routers=["max", "uniform"], data=data, cache=None, device="cpu",
                                   progress=False)
@@ -210,8 +210,8 @@ def test_a_failed_memory_measure_is_recorded_and_the_run_goes_on(max_router, tin
 
 
 def test_the_smoke_run_and_the_epoch_timing_take_it(max_router):
-    from capsule_lab.epoch_timing import time_epoch
-    from capsule_lab.smoke import smoke
+    from capsule_lab.course.epoch_timing import time_epoch
+    from capsule_lab.course.smoke import smoke
 
     results = smoke(profile="quick", routers=["max"])
     assert [(r.chapter, r.model) for r in results] == [("07", "CapsNet max"), ("07", "CapsNet max"),

@@ -15,7 +15,8 @@ import torch
 from test_routing import _random_votes, _torch_routing, ref_dynamic_routing
 
 from capsule_lab.capsules import squash, squash_exp
-from capsule_lab.layers import CapsuleLayer, capsule_votes
+from capsule_lab.layers.dense import CapsuleLayer
+from capsule_lab.layers.votes import capsule_votes
 from capsule_lab.models import CapsNet, CapsNetConfig
 from capsule_lab.routing import (DetachedRouter, DynamicRouter, Router, RouterSpec, RoutingResult, ScaledRouter,
                                  UniformRouter, dynamic_routing, uniform_routing, vote_free_routing)

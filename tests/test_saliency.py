@@ -1,4 +1,4 @@
-"""capsule_lab.saliency (chapter 05): Grad-CAM against one written here with plain autograd hooks, the coupling
+"""capsule_lab.measures.saliency (chapter 05): Grad-CAM against one written here with plain autograd hooks, the coupling
 saliency against eq. 16 written as loops, and the agreement measures against hand-worked cases."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from capsule_lab.models import CapsNet, CapsNetConfig
-from capsule_lab.saliency import (coupling_saliency_maps, grad_cam, rank_correlation, saliency_agreement,
-                                  top_k_overlap)
+from capsule_lab.measures.saliency import (coupling_saliency_maps, grad_cam, rank_correlation, saliency_agreement,
+                                           top_k_overlap)
 
 TINY = CapsNetConfig.slim(image_size=12, conv_channels=6, conv_kernel=3, primary_kernel=3, primary_types=2,
                           primary_dim=4, classes=3, class_dim=4, decoder=False)
@@ -241,7 +241,7 @@ def test_agreement_measures_check_their_inputs():
 
 
 def test_saliency_on_object_by_hand_and_its_shuffled_baseline():
-    from capsule_lab.saliency import saliency_on_object
+    from capsule_lab.measures.saliency import saliency_on_object
     images = torch.tensor([[[0.9, 0.0], [0.0, 0.0]],                  # image 0: the object is the top-left pixel
                            [[0.0, 0.0], [0.8, 0.7]]])                 # image 1: the bottom row
     maps = torch.tensor([[[3.0, 1.0], [0.0, 0.0]],                    # 3 of 4 on image 0's object

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from capsule_lab.capsules import margin_loss
-from capsule_lab.layers import CapsuleLayer
+from capsule_lab.layers.dense import CapsuleLayer
 from capsule_lab.models import CapsNet, CapsNetConfig
 from capsule_lab.routing import SelfAttentionRouter, self_attention_routing
 

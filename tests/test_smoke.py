@@ -1,4 +1,4 @@
-"""capsule_lab.smoke and ``capsule-lab smoke``: the full profile's networks, at the papers' size, on a CPU.
+"""capsule_lab.course.smoke and ``capsule-lab smoke``: the full profile's networks, at the papers' size, on a CPU.
 
 One smoke run of chapters 02–08 (batch 2, the chapters' own sources, no download) is shared by the module. The
 expected networks are written out here from the settings, and the parameter counts either worked out by hand
@@ -16,13 +16,13 @@ import pytest
 import torch
 
 from capsule_lab import cli
-from capsule_lab.data import DataSourceError, load_fashion_mnist, load_mnist
-from capsule_lab.learned_routing_study import build_model
+from capsule_lab.data.sources import DataSourceError, load_fashion_mnist, load_mnist
+from capsule_lab.studies.learned_routing import build_model
 from capsule_lab.models import CapsNet, ConvCapsNet, DeepCapsNet, LadderCapsNet
-from capsule_lab.profiles import PROFILES, chapter_settings
-from capsule_lab.router_bench import build_network
+from capsule_lab.course.profiles import PROFILES, chapter_settings
+from capsule_lab.studies.bench.entries import build_network
 from capsule_lab.routing import RouterSpec
-from capsule_lab.smoke import STUDIES, SmokeResult, format_result, smoke, smoke_chapter
+from capsule_lab.course.smoke import STUDIES, SmokeResult, format_result, smoke, smoke_chapter
 
 pytestmark = [pytest.mark.xdist_group("smoke"), pytest.mark.slow]      # every network at paper size: ~35 s
 
@@ -183,7 +183,7 @@ def test_the_command_prints_one_line_per_network(capsys):
 
 
 def test_the_command_fails_when_a_network_fails(monkeypatch, capsys):
-    import capsule_lab.smoke as smoke_module
+    import capsule_lab.course.smoke as smoke_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("shapes do not fit")

@@ -1,4 +1,5 @@
-"""capsule_lab.stats against independent computations: SciPy's and statsmodels' own tests, and hand-worked cases."""
+"""capsule_lab.evidence.stats against independent computations: SciPy's and statsmodels' own tests, and hand-worked
+cases."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from statsmodels.stats.contingency_tables import StratifiedTable, mcnemar
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_paired
 
-from capsule_lab import stats
+from capsule_lab.evidence import stats
 
 SEEDS = [[0.9795, 0.9795, 0.9795], [0.9765, 0.9750, 0.9780]]   # dynamic r=3 and uniform, the quick bench's 3 seeds
 
@@ -233,7 +234,7 @@ def test_no_spread_gives_a_certain_answer():
 
 def test_correct_string_is_what_mcnemar_reads():
     import torch
-    from capsule_lab.stats import correct_string
+    from capsule_lab.evidence.stats import correct_string
     assert correct_string(torch.tensor([3, 1, 2]) == torch.tensor([3, 0, 2])) == "101"
     assert correct_string([False, True]) == "01"
     assert stats.mcnemar_test(correct_string([True, True, False]), correct_string([False, True, True])).a_only == 1

@@ -1,4 +1,4 @@
-"""capsule_lab.tables.Table: the HTML a screen reader reads as a table, the text, the CSV, the checks."""
+"""capsule_lab.evidence.tables.Table: the HTML a screen reader reads as a table, the text, the CSV, the checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from capsule_lab.tables import MISSING, Table
+from capsule_lab.evidence.tables import MISSING, Table
 
 
 def routers() -> Table:

@@ -15,7 +15,7 @@ from capsule_lab.grading import check, tasks_for_chapter
 from capsule_lab.grading.engine.judging import credit
 from capsule_lab.grading.engine.running import expected, run_student
 from capsule_lab.grading.tasks import get_task
-from capsule_lab.rem import parse_tree_keys, routing_entropy
+from capsule_lab.measures.parse_trees import parse_tree_keys, routing_entropy
 from capsule_lab.routing import dynamic_routing
 
 from _wrong_answers import assert_fails_with_hint

@@ -101,7 +101,7 @@ def test_regression_reference_is_the_loop_squashed_row_by_row():
 
 
 def test_the_gamma_prediction_is_eq_4_by_hand_and_the_packages():
-    from capsule_lab.ladder import ladder_activation, solve_gamma
+    from capsule_lab.layers.ladder import ladder_activation, solve_gamma
 
     value = get_task("06.gamma_activation").reference()
     assert math.isclose(value, math.exp(-5.12 * (3 * 0.01 + 0.09) / 4), rel_tol=1e-12)

@@ -70,8 +70,9 @@ def test_summary_reference_is_the_statistics_module():
 
 def test_summary_reference_agrees_with_the_shipped_bench():
     """On the bench's own records (as many as are cached), the reference is summarize_records's mean and se."""
-    from capsule_lab.profiles import chapter_settings
-    from capsule_lab.router_bench import SHIPPED_CACHE, record_key, run_router_bench, summarize_records
+    from capsule_lab.course.profiles import chapter_settings
+    from capsule_lab.studies.bench.runner import SHIPPED_CACHE, run_router_bench, summarize_records
+    from capsule_lab.studies.bench.records import record_key
 
     settings = chapter_settings("08", "quick")
     present = [(n, s) for n in settings.routers for s in settings.seeds
@@ -140,8 +141,9 @@ def _sharp_einsum():
 @functools.lru_cache(maxsize=None)
 def _bench(seed: int) -> dict:
     """The sharpened router on the bench's own data (bench_data: the first 3000 and 500 images), at ``seed``."""
-    from capsule_lab.profiles import chapter_settings
-    from capsule_lab.router_bench import BenchEntry, run_router_bench
+    from capsule_lab.course.profiles import chapter_settings
+    from capsule_lab.studies.bench.entries import BenchEntry
+    from capsule_lab.studies.bench.runner import run_router_bench
 
     quick = chapter_settings("08", "quick")
     settings = replace(quick, train_size=3000, test_size=500, schedule=replace(quick.schedule, epochs=1), rem_rounds=0,
@@ -159,8 +161,8 @@ def test_the_experiment_reference_and_its_band():
     # The band is for a comparison at the same seed (reproduced exactly across kernels and threads): 2 of the 500
     # test images and rounding; the spread between seeds is far wider and is no band for it.
     assert task.atol == pytest.approx(0.005) and spread > 2 * task.atol, accuracies
-    from capsule_lab.profiles import chapter_settings
-    from capsule_lab.router_bench import bench_data
+    from capsule_lab.course.profiles import chapter_settings
+    from capsule_lab.studies.bench.entries import bench_data
 
     train, test, _ = bench_data(replace(chapter_settings("08", "quick"), train_size=3000, test_size=500))
     measured = {}
@@ -200,9 +202,10 @@ def _variant_router(temperature=0.1, axis=-1, uniform=False):
                          ids=["temperature 1", "uniform couplings", "softmax over the inputs"])
 def test_the_experiment_refuses_the_plausible_wrong_routers(variant):
     """Each wrong router, run through the bench as a student would, earns nothing: it misses the band at both seeds."""
-    from capsule_lab.data import affine_test_set
-    from capsule_lab.profiles import chapter_settings
-    from capsule_lab.router_bench import BenchEntry, run_router_bench
+    from capsule_lab.data.transforms import affine_test_set
+    from capsule_lab.course.profiles import chapter_settings
+    from capsule_lab.studies.bench.entries import BenchEntry
+    from capsule_lab.studies.bench.runner import run_router_bench
     from torch.utils.data import TensorDataset
 
     def accuracy(train_images, train_labels, test_images, test_labels, seed=0):

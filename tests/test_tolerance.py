@@ -1,4 +1,4 @@
-"""capsule_lab.tolerance: a number inside its band passes and is printed; outside, the cell fails loudly."""
+"""capsule_lab.course.tolerance: a number inside its band passes and is printed; outside, the cell fails loudly."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from capsule_lab.profiles import get_profile
-from capsule_lab.tolerance import Band, OutOfBand, accuracy_tolerance, expect, expect_each, standard_error
+from capsule_lab.course.profiles import get_profile
+from capsule_lab.course.tolerance import Band, OutOfBand, accuracy_tolerance, expect, expect_each, standard_error
 
 QUICK = get_profile("quick", device="cpu")
 FULL = get_profile("full", device="cpu")

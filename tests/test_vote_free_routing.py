@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from capsule_lab import squash, squash_exp
-from capsule_lab.layers import capsule_votes
+from capsule_lab.layers.votes import capsule_votes
 from capsule_lab.routing import dynamic_routing, vote_free_routing
 
 
@@ -113,7 +113,7 @@ def test_bad_inputs_name_the_expected_shape():
 
 
 def test_capsule_layer_uses_the_vote_free_form_by_default():
-    from capsule_lab.layers import CapsuleLayer
+    from capsule_lab.layers.dense import CapsuleLayer
     from capsule_lab.routing import DynamicRouter, UniformRouter
 
     torch.manual_seed(0)

@@ -1,7 +1,7 @@
 """Figures of the course, one module per chapter's pictures (or one idea they share). Pure matplotlib: every function
 returns the :class:`matplotlib.figure.Figure` (or draws on a given ``Axes``), never calls ``show``, and checks its
 inputs. They take plain data — numbers, lists, dicts, arrays, tensors, and the networks and configs of the core —
-never a study's objects: a study hands them its numbers (e.g. :func:`capsule_lab.rem_study.epoch_curve`).
+never a study's objects: a study hands them its numbers (e.g. :func:`capsule_lab.studies.rem_pictures.epoch_curve`).
 
 - :mod:`~capsule_lab.figures.routing` — couplings per iteration and the 2-D routing toy (chapter 02);
 - :mod:`~capsule_lab.figures.capsnet` — training curves, reconstructions, pose sweeps of a CapsNet (chapter 02);
@@ -30,7 +30,7 @@ never a study's objects: a study hands them its numbers (e.g. :func:`capsule_lab
 - :mod:`~capsule_lab.figures.style` — the maximum figure width, the colour-blind-safe palette, a marker and a line
   style per series;
 - :mod:`~capsule_lab.figures.descriptions` — alt text and numbered captions written from a figure's data
-  (:func:`~capsule_lab.figures.descriptions.attach_description`, also named ``describe``), and ``show``.
+  (:func:`~capsule_lab.figures.descriptions.attach_description`) and ``show``.
 
 Every name is re-exported here: ``from capsule_lab.figures import plot_couplings`` works. Importing the package
 sets the course's figure style (:func:`capsule_lab.figures.style.use`) for every figure drawn afterwards, the
@@ -62,14 +62,14 @@ from .router_bench import (MEASURE_LABELS, accuracy_time_description, accuracy_t
 from .routing import draw_coupling_bars, draw_toy, plot_couplings, plot_routing_state, plot_toy_routing
 from .saliency import OBJECT_LEVEL, saliency_figure
 from .step_times import PAPER_TABLE3, plot_step_times, step_time_description, step_time_figure
-from .descriptions import Description, attach_description, describe, show
+from .descriptions import Description, attach_description, show
 from .style import LINESTYLES, MARKERS, MAX_FIGURE_WIDTH, OUTPUT_COLORS, PALETTE, series, use
 
 use()
 
 __all__ = [
     "MAX_FIGURE_WIDTH", "OUTPUT_COLORS", "PALETTE", "MARKERS", "LINESTYLES", "series",
-    "Description", "attach_description", "describe", "show",
+    "Description", "attach_description", "show",
     "MEASURE_LABELS", "plot_accuracy_time", "accuracy_time_figure", "plot_measure", "measures_figure",
     "accuracy_time_description", "measures_description",
     "plot_couplings", "draw_toy", "draw_coupling_bars", "plot_routing_state", "plot_toy_routing",

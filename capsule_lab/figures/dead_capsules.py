@@ -3,14 +3,15 @@ statistics, the gradients that starve a short capsule, and the dead rate of a se
 
 Taught in chapter 04 (``chapters/04_dead_capsules.ipynb``), after Mitterreiter et al. (2023), Figure 3:
 capsules are nodes (one column per layer), couplings are fuzzy edges, the capsule norms colour the nodes,
-dead capsules are marked. :func:`parse_tree_summary` reduces a :class:`~capsule_lab.diagnostics.CapsuleRecord`
-(a dataset's worth of capsule norms and couplings) to means and standard deviations over the images;
+dead capsules are marked. :func:`parse_tree_summary` reduces a
+:class:`~capsule_lab.measures.capsule_stats.CapsuleRecord` (a dataset's worth of capsule norms and couplings) to means
+and standard deviations over the images;
 :func:`plot_parse_tree` draws one statistic, :func:`parse_tree_figure` the mean and the standard deviation
 side by side, and :func:`parse_tree_explorer_figure` the picture of one network among several (depth ×
 routing) — the default state of :func:`capsule_lab.widgets.parse_tree_explorer`, for the static book.
 :func:`layer_statistics_table` shows a network's per-layer statistics (the paper's Tables 1 and 2) as a
-:class:`~capsule_lab.tables.Table`. :func:`capsule_gradients_figure` draws a capsule's length and the two gradients
-of Theorem 2 at every training step, :func:`dead_rate_search_figure` the dead rate per setting of a search.
+:class:`~capsule_lab.evidence.tables.Table`. :func:`capsule_gradients_figure` draws a capsule's length and the two
+gradients of Theorem 2 at every training step, :func:`dead_rate_search_figure` the dead rate per setting of a search.
 
 The chapter's figures against depth are :mod:`capsule_lab.figures.depth`'s. Every figure function attaches its alt
 text and caption, written from the numbers it draws (:func:`capsule_lab.figures.descriptions.attach_description`);
@@ -29,8 +30,8 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from ..diagnostics import ACTIVE_EPS, DEAD_MEAN_EPS, DEAD_STD_EPS, CapsuleRecord, dead_mask, layer_table
-from ..tables import Table
+from ..measures.capsule_stats import ACTIVE_EPS, DEAD_MEAN_EPS, DEAD_STD_EPS, CapsuleRecord, dead_mask, layer_table
+from ..evidence.tables import Table
 from .descriptions import attach_description, join_words
 from .style import PALETTE, REFERENCE_COLOR, series
 
@@ -44,7 +45,7 @@ _EDGE_COLOR, _DEAD_COLOR = PALETTE[0], PALETTE[1]       # couplings; the crosses
 @dataclass
 class ParseTreeSummary:
     """Per layer: ``norm_mean``/``norm_std`` ``(n^l,)`` and ``dead`` ``(n^l,)`` bool; per routing layer:
-    ``coupling_mean``/``coupling_std`` ``(n^l, n^{l+1})``; the :func:`~capsule_lab.diagnostics.layer_table`
+    ``coupling_mean``/``coupling_std`` ``(n^l, n^{l+1})``; the :func:`~capsule_lab.measures.capsule_stats.layer_table`
     rows and the accuracy on the dataset. Chapter 04."""
 
     norm_mean: list
@@ -60,7 +61,7 @@ def parse_tree_summary(record: CapsuleRecord, active_eps: float = ACTIVE_EPS, de
                        dead_std_eps: float = DEAD_STD_EPS) -> ParseTreeSummary:
     """Means and standard deviations (ddof 0) over the images of every capsule norm and coupling. Chapter 04."""
     if not isinstance(record, CapsuleRecord):
-        raise ValueError("record must be a CapsuleRecord from capsule_lab.diagnostics.collect_capsules")
+        raise ValueError("record must be a CapsuleRecord from capsule_lab.measures.capsule_stats.collect_capsules")
     return ParseTreeSummary(
         norm_mean=[n.double().mean(0).numpy() for n in record.norms],
         norm_std=[n.double().std(0, correction=0).numpy() for n in record.norms],
@@ -181,8 +182,8 @@ def parse_tree_figure(summary: ParseTreeSummary, title: str | None = None) -> Fi
 
 
 def format_layer_table(table: list) -> str:
-    """The rows of :func:`~capsule_lab.diagnostics.layer_table` as a fixed-width text table, for a terminal; a
-    notebook shows :func:`layer_statistics_table`. Chapter 04."""
+    """The rows of :func:`~capsule_lab.measures.capsule_stats.layer_table` as a fixed-width text table, for a terminal;
+    a notebook shows :func:`layer_statistics_table`. Chapter 04."""
     lines = [" layer | alive |  dyr  |  dys  |  cnm  |  cns  |  car  |  cas  |  cdr  |  cds"]
     for r in table:
         dyn = (f"{r['dyr']:.2f} | {r['dys']:5.2f}" if r["dyr"] is not None else "  –   |   –  ")
@@ -191,7 +192,8 @@ def format_layer_table(table: list) -> str:
     return "\n".join(lines)
 
 
-#: The statistics of a :func:`~capsule_lab.diagnostics.layer_table` row, in the paper's order (Tables 1 and 2).
+#: The statistics of a :func:`~capsule_lab.measures.capsule_stats.layer_table` row, in the paper's order (Tables 1
+#: and 2).
 LAYER_STATISTICS = ("alive", "dyr", "dys", "cnm", "cns", "car", "cas", "cdr", "cds")
 _LAYER_FORMATS = {"dyr": ".2f", "dys": ".2f", "cnm": ".2f", "cns": ".2f", "car": ".2f", "cas": ".2f", "cdr": ".2f",
                   "cds": ".1f"}
@@ -199,8 +201,9 @@ _LAYER_FORMATS = {"dyr": ".2f", "dys": ".2f", "cnm": ".2f", "cns": ".2f", "car":
 
 def layer_statistics_table(table: list, caption: str = "Per-layer statistics of one network (the paper's Tables 1 "
                            "and 2)", statistics: Sequence[str] = LAYER_STATISTICS) -> Table:
-    """The rows of :func:`~capsule_lab.diagnostics.layer_table` as a :class:`~capsule_lab.tables.Table`: one row
-    per capsule layer (primary first), a column per statistic in ``statistics`` (default all of
+    """The rows of :func:`~capsule_lab.measures.capsule_stats.layer_table` as a
+    :class:`~capsule_lab.evidence.tables.Table`: one row per capsule layer (primary first), a column per statistic in
+    ``statistics`` (default all of
     :data:`LAYER_STATISTICS`; a chapter shows a few at a time so that the table fits a phone), with the digits of
     :func:`format_layer_table`. dyr and dys of the class layer show as missing. Chapter 04."""
     if isinstance(table, (str, bytes)) or not isinstance(table, Sequence) or not table or \
@@ -212,7 +215,7 @@ def layer_statistics_table(table: list, caption: str = "Per-layer statistics of 
         raise ValueError(f"statistics must name some of {list(LAYER_STATISTICS)}, got {list(statistics)}")
     missing = sorted({k for r in table for k in statistics if k not in r})
     if missing:
-        raise ValueError(f"the rows lack {missing}: use capsule_lab.diagnostics.layer_table")
+        raise ValueError(f"the rows lack {missing}: use capsule_lab.measures.capsule_stats.layer_table")
     return Table(("layer",) + statistics, [[r["layer"]] + [r[k] for k in statistics] for r in table],
                  caption=caption, formats={k: _LAYER_FORMATS[k] for k in statistics if k in _LAYER_FORMATS})
 
@@ -319,7 +322,7 @@ def capsule_gradients_figure(curves: Mapping[str, Mapping], log_steps: bool = Fa
     ‖∂L/∂u‖ reaching the capsule and ‖∂L/∂W‖ of the matrices that read it (Theorem 2's two sides).
 
     ``curves``: ``{label: {"norm": (steps,), "activation": (steps,), "weight": (steps,)}}``, one to eight
-    capsules, e.g. columns of :meth:`capsule_lab.diagnostics.GradientTracker.history` or a shipped run's
+    capsules, e.g. columns of :meth:`capsule_lab.measures.capsule_stats.GradientTracker.history` or a shipped run's
     ``capsule_history``. Each capsule gets its own colour, marker and line style. ``log_steps`` puts the steps on
     a log axis (the deciding steps are the first few). Attaches alt text (the shortest capsule at the end against
     the longest: its length, its ‖∂L/∂W‖ and ‖∂L/∂u‖) and a caption ending in ``title``. Chapter 04.

@@ -131,8 +131,8 @@ def depth_figure(depths: Sequence[int], panels: Sequence[Mapping], title: str | 
 def activation_correlation_figure(strengths: Sequence[float], correlations: Sequence[Sequence[float]],
                                   labels: Sequence[str] | None = None, title: str | None = None) -> Figure:
     """The paper's Figure 4: per layer, the activation correlation (capsule lengths on the original against the
-    transformed images, :func:`capsule_lab.diagnostics.activation_correlation`) against the strength of the affine
-    transformation. ``correlations``: one list per layer, one value per strength; ``labels``: one name per layer
+    transformed images, :func:`capsule_lab.measures.capsule_stats.activation_correlation`) against the strength of the
+    affine transformation. ``correlations``: one list per layer, one value per strength; ``labels``: one name per layer
     (default "layer 1", "layer 2", ...). Each layer has its own colour, marker and line style. Attaches alt text
     (whether each layer falls as the strength grows, the values at the weakest and strongest transformation, the
     highest and lowest layer there) and a caption ending in ``title``. Chapter 04."""

@@ -5,8 +5,7 @@ Both are written from the figure's data by the code that draws it, so they say w
 ("dynamic routing with r = 3 is the most accurate, 97.7 %"), not what kind of picture it is ("a plot"):
 
 1. a chapter's cell draws a figure and ends with ``show(fig, alt=..., caption=...)``; a figure function of the
-   package may instead have attached both with :func:`attach_description` (also importable as ``describe``), and
-   the cell ends with ``show(fig)``.
+   package may instead have attached both with :func:`attach_description`, and the cell ends with ``show(fig)``.
    :func:`show` displays the figure with the two texts in the output's metadata (key ``capsule_lab``) and
    closes it. In Jupyter and Colab the figure shows as any other.
 2. after a notebook is executed (``make notebooks``), :func:`caption_cells` copies them into the cell's metadata,
@@ -23,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Description", "attach_description", "describe", "description_of", "show", "check_alt_text", "is_file_name",
+__all__ = ["Description", "attach_description", "description_of", "show", "check_alt_text", "is_file_name",
            "join_words", "caption_cells", "METADATA_KEY", "MIN_ALT_WORDS"]
 
 #: The key of a figure output's metadata under which :func:`show` stores the description.
@@ -98,11 +97,6 @@ def attach_description(fig, alt: str, caption: str):
     return fig
 
 
-#: :func:`attach_description` by its first name, ``capsule_lab.figures.describe`` (not to be confused with
-#: :func:`capsule_lab.claims.describe`, which prints a verdict).
-describe = attach_description
-
-
 def description_of(fig) -> Description | None:
     """The description :func:`attach_description` attached to ``fig``, or None."""
     _check_figure(fig)
@@ -150,7 +144,8 @@ def caption_cells(path) -> int:
     ``mystnb.image.alt`` and ``mystnb.figure``), in place; returns the number of figures captioned.
 
     A cell whose figure has no description loses any stale caption; a figure beside another displayed output (a
-    second figure, a table) is an error: the options apply to every displayed output of the cell. Figures without a name are named ``fig-<notebook>-<k>``.
+    second figure, a table) is an error: the options apply to every displayed output of the cell. Figures without a name
+    are named ``fig-<notebook>-<k>``.
     """
     path = Path(path)
     if path.suffix != ".ipynb" or not path.is_file():

@@ -2,8 +2,8 @@
 class, and where the quantisation's bin edges cut the couplings.
 
 Taught in chapter 05 (``chapters/05_rem.ipynb``), after Renzulli, Tartaglione and Grangetto (the REM paper): a
-model's couplings, quantised to K levels (:func:`capsule_lab.rem.quantize`), become a dictionary of parse trees
-(keys) per class (:func:`capsule_lab.rem.parse_tree_dictionary`), whose entropy REM lowers.
+model's couplings, quantised to K levels (:func:`capsule_lab.measures.parse_trees.quantize`), become a dictionary of
+parse trees (keys) per class (:func:`capsule_lab.measures.parse_trees.parse_tree_dictionary`), whose entropy REM lowers.
 
 - :func:`entropy_vs_levels_figure` — its Figure 7: entropy against K, one line per model, with the accuracy
   against K beside it;
@@ -188,13 +188,13 @@ def _class_names(class_names, classes: list) -> list[str]:
 
 def plot_keys_per_class(ax, keys: dict, class_names=None) -> list:
     """Draw grouped bars on ``ax``: per class, the number of distinct parse trees (keys) of every model of
-    ``keys = {name: {class: number of keys}}`` (:func:`capsule_lab.rem.keys_per_class` of each model's dictionary,
-    e.g. ``{"Q": {0: 12, 1: 30}, "REM": {0: 3}}``); a class a model never predicted has 0 keys. ``class_names``: a
-    list indexed by class, or a dict. Model k's bars have the palette's colour k and the hatch ``HATCHES[k]``, so
-    they differ in grey too. Returns the bar containers, one per model. Chapter 05."""
+    ``keys = {name: {class: number of keys}}`` (:func:`capsule_lab.measures.parse_trees.keys_per_class` of each model's
+    dictionary, e.g. ``{"Q": {0: 12, 1: 30}, "REM": {0: 3}}``); a class a model never predicted has 0 keys.
+    ``class_names``: a list indexed by class, or a dict. Model k's bars have the palette's colour k and the hatch
+    ``HATCHES[k]``, so they differ in grey too. Returns the bar containers, one per model. Chapter 05."""
     if not isinstance(keys, dict) or not keys or not all(isinstance(k, dict) for k in keys.values()):
         raise ValueError("keys must be a non-empty dict {name: {class: number of keys}}, as "
-                         "capsule_lab.rem.keys_per_class gives")
+                         "capsule_lab.measures.parse_trees.keys_per_class gives")
     classes = sorted({c for per_class in keys.values() for c in per_class})
     if not classes:
         raise ValueError("keys must hold at least one class")
@@ -257,7 +257,8 @@ _STYLE_WORDS = {"-": "solid", "--": "dashed", "-.": "dash-dotted", ":": "dotted"
 
 
 def _bin_edges(levels: int, upper: float) -> list[float]:
-    """The edges between the levels of :func:`capsule_lab.rem.quantize` at ``levels`` levels, below ``upper``."""
+    """The edges between the levels of :func:`capsule_lab.measures.parse_trees.quantize` at ``levels`` levels, below
+    ``upper``."""
     return [e for e in ((m + 0.5) / (levels - 1) for m in range(levels - 1)) if e < upper]
 
 

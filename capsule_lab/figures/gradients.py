@@ -1,9 +1,9 @@
 """Figures of the gradients through routing: the unrolled graph, the two gradient terms, and how their ratio
 and the couplings' polarisation evolve during training.
 
-Taught in chapter 03 (``chapters/03_routing_gradients.ipynb``). Pure matplotlib, like :mod:`capsule_lab.figures.routing`:
-every function draws and returns the Figure (it never calls ``show``) and checks its inputs, and attaches the
-figure's alt text and caption, written from the numbers it draws
+Taught in chapter 03 (``chapters/03_routing_gradients.ipynb``). Pure matplotlib, like
+:mod:`capsule_lab.figures.routing`: every function draws and returns the Figure (it never calls ``show``) and checks its
+inputs, and attaches the figure's alt text and caption, written from the numbers it draws
 (:func:`capsule_lab.figures.descriptions.attach_description`).
 """
 
@@ -273,14 +273,14 @@ def _check_history(epochs, records) -> None:
     keys = ("ratio", "cosine", "max_coupling", "entropy_bits", "uniform_max", "uniform_entropy_bits")
     missing = [k for k in keys if any(k not in r for r in records)]
     if missing:
-        raise ValueError(f"records lack {missing}: use capsule_lab.gradients.capsnet_gradient_terms")
+        raise ValueError(f"records lack {missing}: use capsule_lab.measures.gradients.capsnet_gradient_terms")
 
 
 def plot_gradient_history(epochs: Sequence[int], records: Sequence[dict]) -> Figure:
     """Over training: ‖term 2‖/‖term 1‖ and cos(total, term 1) (left), and the couplings' polarisation —
     mean max_j c_ij and mean entropy in bits, with their uniform values as grey reference lines (right). ``records``
-    are dicts from :func:`capsule_lab.gradients.capsnet_gradient_terms`, one per epoch. Every series has its own
-    colour, marker and line style. Attaches alt text written from the records (how each measure changes
+    are dicts from :func:`capsule_lab.measures.gradients.capsnet_gradient_terms`, one per epoch. Every series has its
+    own colour, marker and line style. Attaches alt text written from the records (how each measure changes
     over the epochs, against its uniform value) and a caption. Chapter 03.
     """
     _check_history(epochs, records)

@@ -6,9 +6,9 @@ Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "
 
 - :func:`coupling_length_figure` — its Figure 1 (the thought experiment of §3.1): the lengths of the most active
   primary capsules of a trained dynamic-routing CapsNet (bars) and their couplings to the digit's class (a line,
-  the uniform coupling 1/J dashed), from :func:`capsule_lab.ladder.most_active_couplings`;
+  the uniform coupling 1/J dashed), from :func:`capsule_lab.measures.activity.most_active_couplings`;
 - :func:`activity_profile_figure` — its Figure 4: the mean activity of the most active primary capsules by rank,
-  one curve per K, from :func:`capsule_lab.ladder.activity_profile`;
+  one curve per K, from :func:`capsule_lab.measures.activity.activity_profile`;
 - :func:`plot_kept_capsules` — the primary capsules the pruning layer keeps, at the centres of their receptive
   fields on the image (:mod:`capsule_lab.figures.geometry`);
 - :func:`ladder_explorer_result` / :func:`ladder_explorer_figure` — one image through an L-CapsNet: the kept
@@ -84,7 +84,7 @@ def plot_coupling_length(ax, lengths, couplings, label: int, classes: int = 10):
     joined by a line, right axis, a twin of ``ax``), with the uniform coupling 1/J (``classes`` = J) a dashed grey
     line.
 
-    lengths, couplings: ``(top,)`` each, as :func:`capsule_lab.ladder.most_active_couplings` returns them (or
+    lengths, couplings: ``(top,)`` each, as :func:`capsule_lab.measures.activity.most_active_couplings` returns them (or
     their means over the images of a class, rank by rank). Returns ``(ax, coupling_axis)``. Chapter 06.
     """
     a = _vector(lengths, "lengths")
@@ -159,7 +159,7 @@ def coupling_length_description(lengths, couplings, label: int, classes: int = 1
 def _check_profiles(profiles) -> dict:
     if not isinstance(profiles, dict) or not profiles:
         raise ValueError("profiles must be a non-empty dict {K or label: (top,) mean activities}, "
-                         "as capsule_lab.ladder.activity_profile returns them")
+                         "as capsule_lab.measures.activity.activity_profile returns them")
     arrays = {}
     for key, values in profiles.items():
         if isinstance(key, bool) or not isinstance(key, (int, np.integer, str)):
@@ -173,7 +173,7 @@ def _check_profiles(profiles) -> dict:
 def plot_activity_profile(ax, profiles: dict, mark_k: bool = True) -> list:
     """Draw the ladder paper's Figure 4 on ``ax``: per network, the mean activity of its primary capsules by rank
     (1 = the most active of each image), one curve per entry of ``profiles = {K or label: (top,)}``
-    (:func:`capsule_lab.ladder.activity_profile`), each with its own colour, marker and line style (solid,
+    (:func:`capsule_lab.measures.activity.activity_profile`), each with its own colour, marker and line style (solid,
     dash-dot, dotted); with ``mark_k``, a dashed vertical line at every integer key K, in its curve's colour and
     named "K = ..." on a top axis: the capsules left of it are the ones the pruning layer keeps. A sharp drop at K means
     kept and dropped capsules are clearly told apart. Returns the curves. Chapter 06."""

@@ -8,9 +8,9 @@ c_{·j} (a distribution over the inputs i):
     F = Σ_i c_i (−k_i) + λ1 KL(c ‖ uniform) + λ2 KL(c ‖ a),   k_i = k(μ, v_i)
 
 whose minimiser is ``c_i ∝ a_i^{λ2/(λ1+λ2)} exp(k_i/(λ1+λ2))``
-(:func:`capsule_lab.routing.closed_form_couplings`), alternating with the pose ``μ = Σ_i c_i v_i``. λ1 pulls the couplings toward uniform
-(a soft, wide cluster), λ2 toward the input activations a_i (votes of silent capsules are ignored whatever
-their agreement), and a small λ1 + λ2 makes the kernel decide (a hard cluster around μ).
+(:func:`capsule_lab.routing.closed_form_couplings`), alternating with the pose ``μ = Σ_i c_i v_i``. λ1 pulls the
+couplings toward uniform (a soft, wide cluster), λ2 toward the input activations a_i (votes of silent capsules are
+ignored whatever their agreement), and a small λ1 + λ2 makes the kernel decide (a hard cluster around μ).
 
 - :func:`clustered_votes` — a seeded 2-D toy: the votes of I input capsules for one output capsule, in clusters of
   different sizes and activations, plus outliers;

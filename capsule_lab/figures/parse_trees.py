@@ -9,10 +9,10 @@ Taught in chapter 05 (``chapters/05_rem.ipynb``), after Renzulli, Tartaglione an
 - :func:`parse_tree_graph_figure` — both, one row per model (Q and REM).
 
 The functions take plain data: a model's **parse trees**, the dict ``{"levels": K, "trees": (J, I), "predictions":
-(N,)}`` — the parse tree of every class (:func:`capsule_lab.rem.class_parse_tree`: the mean over the images predicted
-as the class of the quantised coupling ``c̃_(i,j) / (K − 1)`` of every primary capsule i, zeros for a class never
-predicted) and every image's predicted class; :func:`capsule_lab.rem_study.class_trees` makes it from a measured
-model. Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``);
+(N,)}`` — the parse tree of every class (:func:`capsule_lab.measures.parse_trees.class_parse_tree`: the mean over the
+images predicted as the class of the quantised coupling ``c̃_(i,j) / (K − 1)`` of every primary capsule i, zeros for a
+class never predicted) and every image's predicted class; :func:`capsule_lab.studies.rem_pictures.class_trees` makes it
+from a measured model. Pure matplotlib: every function returns the Figure (or draws on a given ``Axes``);
 :func:`parse_tree_graph_figure` attaches alt text and a caption written from the couplings it draws
 (:func:`capsule_lab.figures.descriptions.attach_description`).
 """
@@ -45,7 +45,7 @@ def check_parse_trees(trees, name: str = "trees") -> dict:
     [0, 1], "predictions": (N,) classes in [0, J)}``. Chapter 05."""
     if not isinstance(trees, Mapping) or not {"levels", "trees", "predictions"} <= set(trees):
         raise ValueError(f"{name} must be a dict {{'levels': K, 'trees': (J, I), 'predictions': (N,)}}, a model's "
-                         f"parse trees (capsule_lab.rem_study.class_trees), got {type(trees).__name__}")
+                         f"parse trees (capsule_lab.studies.rem_pictures.class_trees), got {type(trees).__name__}")
     levels = check_positive_int(trees["levels"], f"{name}['levels']", minimum=2)
     per_class = to_numpy(trees["trees"], f"{name}['trees']").astype(float)
     if per_class.ndim != 2 or 0 in per_class.shape or per_class.min() < 0 or per_class.max() > 1:
@@ -76,7 +76,7 @@ def _check_share(value, name: str) -> float:
 
 def _check_models(models) -> dict:
     if not isinstance(models, Mapping) or not models:
-        raise ValueError("trees must be a non-empty dict {name: parse trees} (capsule_lab.rem_study.class_trees "
+        raise ValueError("trees must be a non-empty dict {name: parse trees} (capsule_lab.studies.rem_pictures.class_trees "
                          "of each model)")
     return {name: check_parse_trees(t, f"trees[{name!r}]") for name, t in models.items()}
 
@@ -86,9 +86,9 @@ def _check_models(models) -> dict:
 def class_couplings(trees, label: int) -> tuple[np.ndarray, int]:
     """Class ``label``'s parse tree from a model's parse ``trees`` (see the module): the mean quantised coupling
     ``c̃_(i,label) / (K − 1)`` of every primary capsule i over the images predicted as ``label``
-    (:func:`capsule_lab.rem.class_parse_tree`), and the number of those images. Returns ``(means (I,), number of
-    images)``; the means are 0 when no image was predicted as ``label`` (a picture of an empty tree rather than an
-    error). Chapter 05."""
+    (:func:`capsule_lab.measures.parse_trees.class_parse_tree`), and the number of those images. Returns ``(means (I,),
+    number of images)``; the means are 0 when no image was predicted as ``label`` (a picture of an empty tree rather
+    than an error). Chapter 05."""
     trees = check_parse_trees(trees)
     label = check_class_index(int(label) if isinstance(label, np.integer) else label, len(trees["trees"]))
     return trees["trees"][label], int((trees["predictions"] == label).sum())
@@ -231,9 +231,9 @@ def parse_tree_words(trees, label: int, grid: tuple, threshold: float | None, wi
 def parse_tree_graph_figure(trees: dict, label: int, grid: tuple, images=None, threshold: float | None = None,
                             config: CapsNetConfig | None = None) -> Figure:
     """The parse tree of class ``label`` for every model of ``trees = {name: parse trees}`` (e.g. ``{"Q":
-    class_trees(run.q.test), "REM": class_trees(run.rem.test)}``, :func:`capsule_lab.rem_study.class_trees`), one row
-    per model: :func:`parse_tree_graph`, and beside it, when ``images`` ``(N, 1, S, S)`` (the images the trees were
-    measured on) are given, :func:`plot_backtracked_image` (the dots of all models on one colour scale). The figure
+    class_trees(run.q.test), "REM": class_trees(run.rem.test)}``, :func:`capsule_lab.studies.rem_pictures.class_trees`),
+    one row per model: :func:`parse_tree_graph`, and beside it, when ``images`` ``(N, 1, S, S)`` (the images the trees
+    were measured on) are given, :func:`plot_backtracked_image` (the dots of all models on one colour scale). The figure
     carries alt text written from the couplings (each model's number of edges, its strongest capsule, where on the
     image the coupling is largest) and a caption. Chapter 05."""
     models = _check_models(trees)

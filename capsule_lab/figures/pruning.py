@@ -12,12 +12,12 @@ Taught in chapter 05 (``chapters/05_rem.ipynb``), after Renzulli, Tartaglione an
 
 The functions take plain data. A run's **epoch curve** is the dict ``{"levels": K, "epoch": [...], "accuracy":
 [...], "entropy": [...], "sparsity": [...]}``: per epoch the test accuracy (a share in [0, 1], drawn in %), the mean
-parse-tree entropy at K levels (bits) and the overall sparsity (a share); :func:`capsule_lab.rem_study.epoch_curve`
-makes it from a run's steps. The explorer's run is :func:`capsule_lab.rem_study.pruning_explorer_run`'s dict. Pure
-matplotlib: every function returns the Figure (or draws on a given ``Axes``). Every ``*_figure`` function attaches
-alt text and a caption written from the data it draws
-(:func:`capsule_lab.figures.descriptions.attach_description`), so that a chapter shows it with ``show(fig)``; series
-differ by marker and line style as well as by colour (:mod:`capsule_lab.figures.style`).
+parse-tree entropy at K levels (bits) and the overall sparsity (a share);
+:func:`capsule_lab.studies.rem_pictures.epoch_curve` makes it from a run's steps. The explorer's run is
+:func:`capsule_lab.studies.rem_pictures.pruning_explorer_run`'s dict. Pure matplotlib: every function returns the Figure
+(or draws on a given ``Axes``). Every ``*_figure`` function attaches alt text and a caption written from the data it
+draws (:func:`capsule_lab.figures.descriptions.attach_description`), so that a chapter shows it with ``show(fig)``;
+series differ by marker and line style as well as by colour (:mod:`capsule_lab.figures.style`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def check_epoch_curve(curve, name: str = "curve") -> dict:
     ``entropy`` (bits, >= 0) and ``sparsity`` (a share) per epoch, as numpy arrays. Chapter 05."""
     if not isinstance(curve, Mapping) or not {"levels", *_CURVE_KEYS} <= set(curve):
         raise ValueError(f"{name} must be a dict {{'levels': K, 'epoch', 'accuracy', 'entropy', 'sparsity': one value "
-                         f"per epoch}}, a run's epoch curve (capsule_lab.rem_study.epoch_curve), got "
+                         f"per epoch}}, a run's epoch curve (capsule_lab.studies.rem_pictures.epoch_curve), got "
                          f"{type(curve).__name__}")
     levels = check_positive_int(curve["levels"], f"{name}['levels']", minimum=2)
     columns = {key: to_numpy(curve[key], f"{name}[{key!r}]") for key in _CURVE_KEYS}
@@ -120,8 +120,8 @@ def plot_pruning_curve(ax, curve, paper: dict | None = None, dense=None):
     ``curve`` (%) on a top axis; the paper's numbers ``paper = {"entropy": bits, "accuracy": share}`` (either key)
     as grey dotted lines, each named in the legend.
 
-    curve, dense: epoch curves (see the module; :func:`capsule_lab.rem_study.epoch_curve` of ``RemRun.pruned`` and
-    ``RemRun.dense``), at the same K. Returns ``(ax, accuracy_axis)``. Chapter 05.
+    curve, dense: epoch curves (see the module; :func:`capsule_lab.studies.rem_pictures.epoch_curve` of
+    ``RemRun.pruned`` and ``RemRun.dense``), at the same K. Returns ``(ax, accuracy_axis)``. Chapter 05.
     """
     curve, dense = _check_pruned_and_dense(curve, dense)
     paper = _check_paper(paper)
@@ -253,12 +253,13 @@ def entropy_accuracy_figure(curves: dict, title: str | None = None) -> Figure:
 # ---------------------------------------------------------------- the pruning explorer's picture
 
 def step_summary(step) -> dict:
-    """The numbers of one step of the pruning explorer's run (:func:`capsule_lab.rem_study.pruning_explorer_run`):
-    ``epoch``, ``sparsity`` (overall share), ``accuracy`` (share), ``entropy`` (bits, mean over the predicted
-    classes at the run's K) and ``mean_keys`` (keys per predicted class, averaged). Chapter 05."""
+    """The numbers of one step of the pruning explorer's run
+    (:func:`capsule_lab.studies.rem_pictures.pruning_explorer_run`): ``epoch``, ``sparsity`` (overall share),
+    ``accuracy`` (share), ``entropy`` (bits, mean over the predicted classes at the run's K) and ``mean_keys`` (keys per
+    predicted class, averaged). Chapter 05."""
     if not isinstance(step, Mapping) or not set(_STEP_KEYS) <= set(step):
         raise ValueError(f"step must be a dict with the keys {list(_STEP_KEYS)}, a step of "
-                         f"capsule_lab.rem_study.pruning_explorer_run, got {type(step).__name__}")
+                         f"capsule_lab.studies.rem_pictures.pruning_explorer_run, got {type(step).__name__}")
     return {key: step[key] for key in _STEP_KEYS}
 
 
@@ -267,7 +268,7 @@ def _check_run(run) -> dict:
             or not isinstance(run["pruned"], (list, tuple)) or not run["pruned"]
             or not isinstance(run["dense"], (list, tuple))):
         raise ValueError("run must be a dict {'dataset', 'seed', 'levels', 'pruned': [steps], 'dense': [steps]} with "
-                         "pruned steps, as capsule_lab.rem_study.pruning_explorer_run makes it")
+                         "pruned steps, as capsule_lab.studies.rem_pictures.pruning_explorer_run makes it")
     for k, s in enumerate(run["pruned"]):
         step_summary(s)
         check_parse_trees(s.get("trees"), f"run['pruned'][{k}]['trees']")
@@ -284,7 +285,7 @@ def _check_step_index(run: dict, step) -> int:
 def pruning_explorer_figure(run, step: int, label: int, grid: tuple, images=None,
                             config: CapsNetConfig | None = None) -> Figure:
     """The pruning explorer's picture (:func:`capsule_lab.widgets.pruning_explorer`) at ``run["pruned"][step]``
-    (``run``: :func:`capsule_lab.rem_study.pruning_explorer_run`'s dict): the parse tree of class ``label``
+    (``run``: :func:`capsule_lab.studies.rem_pictures.pruning_explorer_run`'s dict): the parse tree of class ``label``
     (:func:`~capsule_lab.figures.parse_trees.parse_tree_graph`), the couplings taken back to the mean image when
     ``images`` are given (:func:`~capsule_lab.figures.parse_trees.plot_backtracked_image`), and a box with the step's
     epoch, sparsity, accuracy, entropy and mean keys (:func:`step_summary`), beside the dense run's at the same

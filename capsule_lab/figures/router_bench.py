@@ -1,8 +1,8 @@
 """Pictures of chapter 08's bench: every router's accuracy against its cost, and one bar chart per measure.
 
-Both read the summary of :func:`capsule_lab.router_bench.summarize_records` — ``{router: {"seeds": n, measure:
-(mean, sd, se) or None}}`` — so they draw whatever the bench measured, cached or fresh. Error bars are standard errors of the
-mean over seeds (none with one seed). Each router has its own marker as well as a colour, and each figure carries
+Both read the summary of :func:`capsule_lab.studies.bench.runner.summarize_records` — ``{router: {"seeds": n, measure:
+(mean, sd, se) or None}}`` — so they draw whatever the bench measured, cached or fresh. Error bars are standard errors
+of the mean over seeds (none with one seed). Each router has its own marker as well as a colour, and each figure carries
 its alt text and caption, written from the summary it draws
 (:func:`capsule_lab.figures.descriptions.attach_description`), so a chapter's cell ends with ``show(fig)``. Chapter 08.
 """

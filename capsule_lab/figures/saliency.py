@@ -2,9 +2,10 @@
 
 Taught in chapter 05 (``chapters/05_rem.ipynb``), after Renzulli, Tartaglione and Grangetto (the REM paper), §4.3.4
 and Figure 5: :func:`saliency_figure` shows images with their saliency maps (eq. 16's coupling saliency,
-:func:`capsule_lab.saliency.coupling_saliency_maps`, and Grad-CAM, :func:`capsule_lab.saliency.grad_cam`) overlaid,
-each map scaled per image. It takes plain arrays, returns the Figure and attaches alt text and a caption written from
-the maps (:func:`capsule_lab.figures.descriptions.attach_description`).
+:func:`capsule_lab.measures.saliency.coupling_saliency_maps`, and Grad-CAM,
+:func:`capsule_lab.measures.saliency.grad_cam`) overlaid, each map scaled per image. It takes plain arrays, returns the
+Figure and attaches alt text and a caption written from the maps
+(:func:`capsule_lab.figures.descriptions.attach_description`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def _normalised(m: np.ndarray) -> np.ndarray:
 
 
 #: The grey level above which :func:`saliency_figure`'s description counts a pixel as the object's (as
-#: :func:`capsule_lab.saliency.saliency_on_object` does).
+#: :func:`capsule_lab.measures.saliency.saliency_on_object` does).
 OBJECT_LEVEL = 0.5
 
 

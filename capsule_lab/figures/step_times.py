@@ -2,9 +2,9 @@
 
 Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, "Ladder capsule network" (ICML 2019),
 Table 3: :func:`step_time_figure` draws the seconds per training step of every model of a
-:func:`capsule_lab.cost.bench_steps` report (named as :func:`capsule_lab.cost.step_models` names them: "ladder K=…"
-and "capsnet r=…"), L-CapsNets as plain blue bars and CapsNets as hatched vermillion ones, beside the paper's
-numbers (:data:`PAPER_TABLE3`) on an axis of their own. It takes the report's plain dict, returns the Figure and
+:func:`capsule_lab.measures.cost.bench_steps` report (named as :func:`capsule_lab.measures.cost.step_models` names them:
+"ladder K=…" and "capsnet r=…"), L-CapsNets as plain blue bars and CapsNets as hatched vermillion ones, beside the
+paper's numbers (:data:`PAPER_TABLE3`) on an axis of their own. It takes the report's plain dict, returns the Figure and
 attaches what it shows, in words written from the bars (:func:`step_time_description`, through
 :func:`capsule_lab.figures.descriptions.attach_description`).
 """
@@ -27,7 +27,7 @@ CAPSNET_COLOR = PALETTE[1]      # CapsNets as hatched vermillion ones
 CAPSNET_HATCH = "///"
 
 #: Seconds per training iteration on 100 MNIST samples, as (mean, standard error), from the ladder paper's
-#: Table 3 (the authors' machine); named as :func:`capsule_lab.cost.step_models` names the models.
+#: Table 3 (the authors' machine); named as :func:`capsule_lab.measures.cost.step_models` names the models.
 PAPER_TABLE3 = {"ladder K=50": (0.2034, 0.010), "ladder K=70": (0.2159, 0.008), "ladder K=100": (0.2953, 0.001),
                 "capsnet r=3": (1.732, 0.026), "capsnet r=4": (2.123, 0.041), "capsnet r=5": (2.656, 0.085)}
 
@@ -92,7 +92,7 @@ def plot_step_times(ax, seconds: dict, errors: dict | None = None, unit: str = "
 
 def _check_report(report) -> dict:
     if not isinstance(report, dict) or not isinstance(report.get("models"), dict) or not report["models"]:
-        raise ValueError("report must be the dict capsule_lab.cost.bench_steps returns, with a non-empty "
+        raise ValueError("report must be the dict capsule_lab.measures.cost.bench_steps returns, with a non-empty "
                          "'models': {name: {'median_s', 'stderr_s', ...}}")
     for name, numbers in report["models"].items():
         if not isinstance(numbers, dict) or "median_s" not in numbers:
@@ -118,11 +118,11 @@ def _check_paper(paper) -> tuple[dict, dict]:
 
 def step_time_figure(report: dict, paper: dict | None = None, title: str | None = None) -> Figure:
     """The ladder paper's Table 3 as a picture: the median seconds per training step of every model of
-    ``report`` (:func:`capsule_lab.cost.bench_steps`; error bars: the standard error of the mean over the
+    ``report`` (:func:`capsule_lab.measures.cost.bench_steps`; error bars: the standard error of the mean over the
     repeats), L-CapsNets plain blue and CapsNets hatched vermillion (:func:`plot_step_times`); the title says the
     device, threads and batch. With ``paper = {name: seconds or (seconds, standard error)}`` (e.g.
-    :data:`PAPER_TABLE3`), a second panel shows the paper's numbers — another machine and other sizes, so on an axis of their own. The figure
-    carries its description (:func:`step_time_description`). Chapter 06."""
+    :data:`PAPER_TABLE3`), a second panel shows the paper's numbers — another machine and other sizes, so on an axis of
+    their own. The figure carries its description (:func:`step_time_description`). Chapter 06."""
     report = _check_report(report)
     if paper is not None:
         _check_paper(paper)

@@ -60,12 +60,12 @@ module re-exports the public names of all three, and ``tests/test_import_graph.p
 
 from __future__ import annotations
 
-from .tasks import TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter  # registers every chapter
+from .tasks import TASKS, Case, Task, WrongAnswer, get_task, task_ids, tasks_for_chapter
 from .engine.checking import CheckResult, check
 from .engine.evaluation import STATUSES
-from .engine.judging import ATOL, RTOL  # noqa: F401 - module constants of the former grading.py
+from .engine.judging import ATOL, RTOL
 from .engine.refusal import AnswerRefused
-from .engine.running import NOT_IMPLEMENTED  # noqa: F401 - a module constant of the former grading.py
+from .engine.running import NOT_IMPLEMENTED
 from .notebooks.batch import grade, grade_batch
 from .notebooks.folder import merge_reports
 from .notebooks.report import chapter_of_notebook, grade_notebook

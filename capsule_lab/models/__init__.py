@@ -20,8 +20,8 @@ from .network import CapsuleNetwork, ParseTrees, built_routers, layer_routers, n
 from .capsnet import CapsNet, CapsNetConfig, CapsNetOutput, Decoder, capsnet_loss
 from .deep_capsnet import DeepCapsNet, DeepCapsNetConfig, DeepCapsNetOutput
 from .ladder_capsnet import LadderCapsNet, LadderCapsNetConfig, LadderCapsNetOutput, ladder_capsnet_loss
-from .conv_capsnet import (PAPER_SIZES, ClassCapsuleLayer, ConvCapsNet, ConvCapsNetConfig, ConvCapsNetOutput,
-                           ConvCapsuleLayer, paper_routers)
+from .conv_capsnet import PAPER_SIZES, ConvCapsNet, ConvCapsNetConfig, ConvCapsNetOutput, paper_routers
+from ..layers.convolutional import ClassCapsuleLayer, ConvCapsuleLayer
 
 __all__ = ["CapsuleNetwork", "ParseTrees", "routed_parse_trees", "network_config", "layer_routers", "built_routers",
            "CapsNetConfig", "CapsNetOutput", "CapsNet", "Decoder", "capsnet_loss",

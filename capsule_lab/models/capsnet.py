@@ -24,7 +24,8 @@ from torch import nn
 
 from .._checks import check_one_of, check_tensor
 from ..capsules import PrimaryCapsules, margin_loss
-from ..layers import VOTES, CapsuleLayer
+from ..layers.votes import VOTES
+from ..layers.dense import CapsuleLayer
 from ..routing import LayerInfo, Router, RouterSpec, check_router_spec, router_kind
 from .network import CapsuleNetwork, ParseTrees, layer_routers, network_config, routed_parse_trees
 
@@ -95,7 +96,7 @@ class CapsNetConfig(BackboneConfig):
 
     @property
     def label(self) -> str:
-        """A short name for tables: ``"capsnet r=3"`` (its router's iterations), ``"capsnet uniform"`` for a
+        """A short name for tables, ``"capsnet r=3"`` (its router's iterations), ``"capsnet uniform"`` for a
         router that does not iterate."""
         spec = self.router[-1] if isinstance(self.router, tuple) else self.router
         if spec is None:
@@ -104,7 +105,7 @@ class CapsNetConfig(BackboneConfig):
 
     @property
     def class_inputs(self) -> int:
-        """How many capsules the class layer routes: the primary capsules."""
+        """How many capsules the class layer routes (the primary capsules)."""
         return self.primary_caps
 
     def router_layers(self) -> tuple:
@@ -166,8 +167,8 @@ class CapsNet(CapsuleNetwork):
     ``CapsNet(config, router=None)``: the class layer's router is built from ``config.router``, or from ``router``
     — a registered kind's name, a :class:`~capsule_lab.routing.RouterSpec` (the network's ``config`` then says so), a
     factory ``f(layer) → Router`` or a :class:`~capsule_lab.routing.Router` (the ``config`` then says
-    ``router=None``): the seam every network shares (:func:`~capsule_lab.models.network.layer_routers`). ``model.router``
-    is the router it routes with. ``forward(x, targets=None)`` → :class:`CapsNetOutput`. The decoder
+    ``router=None``): the seam every network shares (:func:`~capsule_lab.models.network.layer_routers`).
+    ``model.router`` is the router it routes with. ``forward(x, targets=None)`` → :class:`CapsNetOutput`. The decoder
     reconstructs from the target class when ``targets`` is given (training) and from the longest capsule otherwise.
 
     Chapter 02.

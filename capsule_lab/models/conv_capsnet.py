@@ -52,20 +52,20 @@ activations are the scores (:class:`ConvCapsNetOutput`'s ``activations``, also `
 :class:`~capsule_lab.routing.RouterSpec` (Sabour's dynamic routing by default) or given as modules: with the
 paper's sizes per layer for its two learned routers, :class:`~capsule_lab.routing.SimilarityRouter` (Q = 4, 4, 10
 kernels, :data:`~capsule_lab.routing.similarity.KERNELS`; λ1, λ2 and θ per capsule type in the convolutional layers) and
-:class:`~capsule_lab.routing.ConnectionistRouter` (Table 2's sizes, :data:`~capsule_lab.routing.connectionist.TABLE2`). "Three
-iterations" is read in each procedure's own terms: Sabour's r = 3 for dynamic routing (3 poses, 2 logit updates)
+:class:`~capsule_lab.routing.ConnectionistRouter` (Table 2's sizes, :data:`~capsule_lab.routing.connectionist.TABLE2`).
+"Three iterations" is read in each procedure's own terms: Sabour's r = 3 for dynamic routing (3 poses, 2 logit updates)
 and Algorithm 1's T = 3 for the learned routers (3 compatibility updates, 4 poses), as in chapter 07's experiment.
 
 **Where the paper is silent, this module chooses:**
 
 - *The pose a layer passes on* is the router's μ_j itself and its activation the router's a_j: matrix capsules
   carry the two separately (no rescaling of the pose by the activation, unlike the vector capsules of
-  :class:`~capsule_lab.layers.CapsuleLayer`). With dynamic routing a_j = ``‖μ_j‖`` and the input activations are
+  :class:`~capsule_lab.layers.dense.CapsuleLayer`). With dynamic routing a_j = ``‖μ_j‖`` and the input activations are
   ignored: the primary activations' 1×1 convolution then gets no gradient.
 - *Primary poses* are the 1×1 convolution's outputs as they are (no squash): after the BatchNorm they have a
   moderate scale, and every later pose is a weighted mean (or a squashed sum) of normalised votes.
 - *W's initialisation*: normal with standard deviation ``init_std`` (0.05, as
-  :class:`~capsule_lab.layers.CapsuleLayer`); its scale does not change the normalised votes.
+  :class:`~capsule_lab.layers.dense.CapsuleLayer`); its scale does not change the normalised votes.
 
 Shapes (B batch, H × W a grid, T input types, J output types or classes, I inputs of one routing):
     images           (B, in_channels, image_size, image_size)
@@ -82,24 +82,20 @@ from typing import NamedTuple, Optional
 import torch
 from torch import nn
 
-from .._checks import check_nonnegative, check_positive_int, check_tensor, shape_error
-from ..layers import check_router
+from .._checks import check_nonnegative, check_positive_int, check_tensor
 from ..capsules import margin_loss
-from ..routing import KERNELS, TABLE2, LayerInfo, Router, RouterSpec, RoutingResult, check_router_spec
+from ..layers.convolutional import ClassCapsuleLayer, ConvCapsuleLayer, _check_router
+from ..layers.votes import POSE_DIM
+from ..routing import KERNELS, TABLE2, LayerInfo, RouterSpec, check_router_spec
 from .network import CapsuleNetwork, ParseTrees, layer_routers, network_config, routed_parse_trees
 
-__all__ = ["POSE_SIZE", "POSE_DIM", "ROUTING_LAYERS", "PAPER_SIZES", "ConvCapsNetConfig", "ConvCapsNetOutput",
-           "CapsuleGrid", "matrix_votes", "ConvCapsuleLayer", "ClassCapsuleLayer", "ConvCapsNet", "paper_routers"]
+__all__ = ["ROUTING_LAYERS", "PAPER_SIZES", "ConvCapsNetConfig", "ConvCapsNetOutput", "ConvCapsNet", "paper_routers"]
 
-#: Every pose is a 4×4 matrix; this is its side.
-POSE_SIZE = 4
-#: A pose has 4·4 = 16 entries, the ``pose_dim`` a router of this network must route.
-POSE_DIM = POSE_SIZE * POSE_SIZE
 #: The three routing layers, in order, by the names of :data:`~capsule_lab.routing.similarity.KERNELS` and
 #: :data:`~capsule_lab.routing.connectionist.TABLE2`.
 ROUTING_LAYERS = ("conv_caps_1", "conv_caps_2", "class_caps")
 
-_VOTE_EPS = 1e-6
+VOTE_EPS = 1e-6
 
 #: The paper's router sizes per routing layer (conv capsules 1, conv capsules 2, class capsules), by the
 #: :class:`~capsule_lab.routing.RouterSpec` option that holds them: Q kernels of the similarity router
@@ -220,165 +216,6 @@ class ConvCapsNetConfig:
 
 
 # ---------------------------------------------------------------------------------------------- votes
-
-def matrix_votes(poses: torch.Tensor, weight: torch.Tensor, eps: float = _VOTE_EPS) -> torch.Tensor:
-    """Eq. 1 with 4×4 pose matrices: ``v_ij = W_ij P_i / (‖W_ij‖_F + eps)``, a matrix product.
-
-    poses ``(..., I, 16)`` (each P_i read row by row as a 4×4 matrix), weight ``(I, J, 4, 4)`` → votes
-    ``(..., I, J, 16)`` (each vote flattened row by row). Multiplying W_ij by a factor leaves v_ij unchanged
-    (up to eps) and ``‖v_ij‖_F <= ‖P_i‖_F``. Chapter 07.
-    """
-    check_tensor(weight, "weight", f"(I, J, {POSE_SIZE}, {POSE_SIZE})", ndim=4, nonempty=True, floating=True)
-    I, J = weight.shape[:2]
-    if weight.shape[2:] != (POSE_SIZE, POSE_SIZE):
-        raise shape_error("weight", f"(I, J, {POSE_SIZE}, {POSE_SIZE})", weight)
-    check_tensor(poses, "poses", f"(..., I, {POSE_DIM}) with I = {I}", min_ndim=2, floating=True)
-    if poses.shape[-2:] != (I, POSE_DIM):
-        raise shape_error("poses", f"(..., I, {POSE_DIM}) with I = {I}", poses)
-    check_nonnegative(eps, "eps")
-    normalized = weight / (torch.linalg.matrix_norm(weight) + eps)[..., None, None]      # W_ij / ‖W_ij‖_F
-    P = poses.unflatten(-1, (POSE_SIZE, POSE_SIZE))                                      # (..., I, 4, 4)
-    votes = torch.einsum("ijab,...ibc->...ijac", normalized, P)                          # (..., I, J, 4, 4)
-    return votes.flatten(-2)
-
-
-# --------------------------------------------------------------------------------------------- layers
-
-class CapsuleGrid(NamedTuple):
-    """One routed capsule layer's output. Chapter 07.
-
-    poses ``(B, H, W, J, 16)`` (the class layer: ``(B, J, 16)``), activations ``(B, H, W, J)`` (``(B, J)``),
-    couplings ``(B, H, W, I, J)`` (``(B, I, J)``): each output position's couplings of its I inputs.
-    """
-
-    poses: torch.Tensor
-    activations: torch.Tensor
-    couplings: torch.Tensor
-
-
-def _check_router(router, name: str, outputs: int) -> Router:
-    """``router`` if it is a :class:`~capsule_lab.routing.Router` that routes 16-D poses (if it declares a
-    ``pose_dim``) and has one parameter set per output (if it declares ``channels``)."""
-    check_router(router, name)
-    pose_dim = getattr(router, "pose_dim", POSE_DIM)
-    if pose_dim != POSE_DIM:
-        raise ValueError(f"{name}'s pose_dim must be {POSE_DIM} (4×4 pose matrices), got {pose_dim!r}")
-    channels = getattr(router, "channels", None)
-    if channels is not None and channels != outputs:
-        raise ValueError(f"{name} has channels={channels} but routes to {outputs} capsule types "
-                         f"(paper_routers(kind, config=...) sizes them)")
-    return router
-
-
-def _route(router: Router, votes: torch.Tensor, activations: torch.Tensor) -> RoutingResult:
-    """``router(votes, activations)`` on votes ``(N, I, J, 16)``, the shapes of what comes back checked."""
-    N, I, J, D = votes.shape
-    routed = router(votes, activations)
-    for value, name, shape in ((routed.poses, "poses", (N, J, D)), (routed.activations, "activations", (N, J)),
-                               (routed.couplings, "couplings", (N, I, J))):
-        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
-            raise shape_error(f"the router's {name}", str(shape), value)
-    return routed
-
-
-class ConvCapsuleLayer(nn.Module):
-    """A convolutional capsule layer (Table 1's conv capsule layers): every output position routes the K·K·T
-    capsules of its receptive field to J capsule types. Chapter 07.
-
-    ``forward(poses, activations)``: poses ``(B, H, W, T, 16)``, activations ``(B, H, W, T)`` →
-    :class:`CapsuleGrid` with poses ``(B, H', W', J, 16)``, H' = ⌊(H − K) / S⌋ + 1 (no padding). The weight
-    ``(K, K, T, J, 4, 4)`` is shared over positions; input i of a position is (ky, kx, t), row by row.
-    ``router``: any :class:`~capsule_lab.routing.Router` (its ``pose_dim``, if any, must be 16).
-    """
-
-    def __init__(self, in_types: int, out_types: int, kernel: int, stride: int, router, init_std: float = 0.05):
-        super().__init__()
-        for value, name in ((in_types, "in_types"), (out_types, "out_types"), (kernel, "kernel"), (stride, "stride")):
-            check_positive_int(value, name)
-        check_nonnegative(init_std, "init_std")
-        self.in_types, self.out_types, self.kernel, self.stride = in_types, out_types, kernel, stride
-        self.weight = nn.Parameter(torch.randn(kernel, kernel, in_types, out_types, POSE_SIZE, POSE_SIZE) * init_std)
-        self.router = _check_router(router, "router", out_types)
-
-    @property
-    def inputs(self) -> int:
-        """The number I = K·K·T of input capsules each output position routes."""
-        return self.kernel * self.kernel * self.in_types
-
-    def _check(self, poses, activations) -> None:
-        T, D = self.in_types, POSE_DIM
-        check_tensor(poses, "poses", f"(B, H, W, T, {D}) with T = {T}", sizes=(None, None, None, T, D), floating=True)
-        B, H, W = poses.shape[:3]
-        if H < self.kernel or W < self.kernel:
-            raise shape_error("poses", f"(B, H, W, {T}, {D}) with H, W >= kernel = {self.kernel}", poses)
-        check_tensor(activations, "activations", f"(B, H, W, T) = ({B}, {H}, {W}, {T})", sizes=(B, H, W, T),
-                     floating=True)
-
-    def patches(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple:
-        """Each output position's receptive field: poses ``(B, H', W', I, 16)`` and activations
-        ``(B, H', W', I)``, input i = (ky, kx, t) row by row (``Tensor.unfold``, views until the reshape)."""
-        self._check(poses, activations)
-        K, S = self.kernel, self.stride
-        p = poses.unfold(1, K, S).unfold(2, K, S)             # (B, H', W', T, 16, ky, kx)
-        a = activations.unfold(1, K, S).unfold(2, K, S)       # (B, H', W', T, ky, kx)
-        B, H1, W1 = p.shape[:3]
-        p = p.permute(0, 1, 2, 5, 6, 3, 4).reshape(B, H1, W1, self.inputs, POSE_DIM)
-        a = a.permute(0, 1, 2, 4, 5, 3).reshape(B, H1, W1, self.inputs)
-        return p, a
-
-    def votes(self, poses: torch.Tensor, activations: torch.Tensor) -> tuple:
-        """The votes ``(B, H', W', I, J, 16)`` of every receptive field (:func:`matrix_votes`, W shared over
-        positions) and the input activations ``(B, H', W', I)``."""
-        p, a = self.patches(poses, activations)
-        weight = self.weight.reshape(self.inputs, self.out_types, POSE_SIZE, POSE_SIZE)   # i = (ky, kx, t)
-        return matrix_votes(p, weight), a
-
-    def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> CapsuleGrid:
-        votes, a = self.votes(poses, activations)
-        B, H1, W1, I, J, D = votes.shape
-        # every output position is one routing problem: N = B·H'·W' of them, each I inputs → J outputs
-        routed = _route(self.router, votes.reshape(B * H1 * W1, I, J, D), a.reshape(B * H1 * W1, I))
-        return CapsuleGrid(routed.poses.reshape(B, H1, W1, J, D), routed.activations.reshape(B, H1, W1, J),
-                           routed.couplings.reshape(B, H1, W1, I, J))
-
-    def extra_repr(self) -> str:
-        return f"{self.in_types} -> {self.out_types} types, kernel={self.kernel}, stride={self.stride}"
-
-
-class ClassCapsuleLayer(nn.Module):
-    """The class capsule layer (Table 1's "flatten, O=classes"): I input capsules, each with its own
-    W_ij ``(I, J, 4, 4)``, routed to J class capsules. Chapter 07.
-
-    ``forward(poses, activations)``: poses ``(B, I, 16)``, activations ``(B, I)`` → :class:`CapsuleGrid` with
-    poses ``(B, J, 16)``, activations ``(B, J)`` and couplings ``(B, I, J)``.
-    """
-
-    def __init__(self, in_caps: int, classes: int, router, init_std: float = 0.05):
-        super().__init__()
-        check_positive_int(in_caps, "in_caps")
-        check_positive_int(classes, "classes")
-        check_nonnegative(init_std, "init_std")
-        self.in_caps, self.classes = in_caps, classes
-        self.weight = nn.Parameter(torch.randn(in_caps, classes, POSE_SIZE, POSE_SIZE) * init_std)
-        self.router = _check_router(router, "router", classes)
-
-    def votes(self, poses: torch.Tensor) -> torch.Tensor:
-        """The votes ``(B, I, J, 16)`` (:func:`matrix_votes`, one W_ij per input capsule)."""
-        return matrix_votes(poses, self.weight)
-
-    def forward(self, poses: torch.Tensor, activations: torch.Tensor) -> CapsuleGrid:
-        I = self.in_caps
-        check_tensor(poses, "poses", f"(B, I, {POSE_DIM}) with I = {I}", sizes=(None, I, POSE_DIM), floating=True)
-        check_tensor(activations, "activations", f"(B, I) = ({poses.shape[0]}, {I})", sizes=(poses.shape[0], I),
-                     floating=True)
-        routed = _route(self.router, self.votes(poses), activations)
-        return CapsuleGrid(routed.poses, routed.activations, routed.couplings)
-
-    def extra_repr(self) -> str:
-        return f"{self.in_caps} -> {self.classes}"
-
-
-# ---------------------------------------------------------------------------------------------- model
 
 class ConvCapsNetOutput(NamedTuple):
     """What a :class:`ConvCapsNet` returns. Chapter 07.

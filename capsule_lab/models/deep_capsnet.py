@@ -8,7 +8,7 @@ feature vectors, squashed into the primary capsules U¹; then L routing layers, 
 
 with couplings c from routing-by-agreement started at learned routing priors b (their Algorithm 1: the
 config's router, ``RouterSpec("dynamic", learned_priors=True)``), or any other router (uniform, c = 1/J, is
-chapter 04's baseline). Every routing layer is a :class:`~capsule_lab.layers.CapsuleLayer` whose router holds its
+chapter 04's baseline). Every routing layer is a :class:`~capsule_lab.layers.dense.CapsuleLayer` whose router holds its
 priors. ``squash="sabour"`` swaps g for Sabour's squash (length ≈ ‖s‖² near 0, slope 0 at the origin) everywhere,
 and the router spec's ``prior_std`` draws the priors b from N(0, prior_std²) instead of zeros: chapter 04's search
 for the conditions under which capsules die (``scripts/dead_capsule_search.py``) varies both. With L = 4 this is
@@ -28,7 +28,8 @@ from torch import nn
 
 from .._checks import check_nonnegative, check_one_of, check_positive_int, check_tensor
 from ..capsules import squash, squash_exp
-from ..layers import VOTES, CapsuleLayer
+from ..layers.votes import VOTES
+from ..layers.dense import CapsuleLayer
 from ..routing import LayerInfo, RouterSpec, check_router_spec
 from .capsnet import Decoder, capsnet_loss
 from .network import CapsuleNetwork, ParseTrees, layer_routers, network_config, routed_parse_trees
@@ -134,11 +135,11 @@ class DeepCapsNet(CapsuleNetwork):
     """A deep fully-connected CapsNet (Mitterreiter et al., 2023): backbone → primary capsules → L routing layers.
 
     The primary capsules are the backbone's ``capsules × capsule_dim`` features, squashed with the config's
-    squash (``squash_exp`` by default); every routing layer is a :class:`~capsule_lab.layers.CapsuleLayer`
+    squash (``squash_exp`` by default); every routing layer is a :class:`~capsule_lab.layers.dense.CapsuleLayer`
     (``layers[l]``, weight ``(I, J, d, d)``, its router ``layers[l].router``; the votes are formed from the
     materialised W u: 16 × 16 capsules of dimension 8 are small, and the readable routing is faster here).
     ``forward(x, targets=None)`` → :class:`DeepCapsNetOutput` with every capsule layer and every coupling tensor,
-    for the diagnostics of :mod:`capsule_lab.diagnostics`; ``.lengths`` makes it work with
+    for the diagnostics of :mod:`capsule_lab.measures.capsule_stats`; ``.lengths`` makes it work with
     :func:`capsule_lab.training.fit`. ``router``, if given, routes the L layers instead of ``config.router``, through
     the seam every network shares (:func:`~capsule_lab.models.network.layer_routers`): a registered kind's name, a
     :class:`~capsule_lab.routing.RouterSpec`, a factory ``f(layer) → Router`` given each layer's

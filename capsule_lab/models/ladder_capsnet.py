@@ -14,7 +14,8 @@ One class, two sizes:
                                  91.1M at K = 100; 52.3M with 15×15 kernels at K = 70); with 9×9 kernels all
                                  but the convolutions' 5.3M are in the J = 10 × 3 networks of the code vector:
                                  their first layer sees all n capsules, their last one writes K·d·D numbers.
-    LadderCapsNetConfig.slim()   Table 1's network at CPU size: every width divided by 8 (:meth:`LadderCapsNetConfig.slim`).
+    LadderCapsNetConfig.slim()   Table 1's network at CPU size: every width divided by 8
+    (:meth:`LadderCapsNetConfig.slim`).
 
 The loss is :func:`ladder_capsnet_loss`: the margin loss on the class activities + ε ‖c − A‖² (§4).
 """
@@ -30,7 +31,7 @@ from torch import nn
 
 from .._checks import check_nonnegative, check_positive_int, check_tensor
 from ..capsules import PrimaryCapsules
-from ..ladder import EPSILON, GAMMA, LadderLayer, PruningLayer, capsule_activity, ladder_loss, table1_widths
+from ..layers.ladder import EPSILON, GAMMA, LadderLayer, PruningLayer, capsule_activity, ladder_loss, table1_widths
 from .capsnet import BackboneConfig
 from .network import CapsuleNetwork, ParseTrees
 
@@ -87,7 +88,8 @@ class LadderCapsNetConfig(BackboneConfig):
 
     @classmethod
     def slim(cls, **changes) -> "LadderCapsNetConfig":
-        """The quick profile's network: Table 1's network at CPU size, every width of the paper divided by one factor, 8.
+        """The quick profile's network: Table 1's network at CPU size, every width of the paper divided by one factor,
+        8.
 
         40×40 input; conv 256 → 32 channels (9×9) and 32 → 4 primary capsule types of 8D, 9×9/2 (12·12·4 = 576
         capsules); class capsules 16D as in the paper; the networks f_{j|i} and f_j^reg keep Table 1's three hidden
@@ -108,7 +110,7 @@ class LadderCapsNetConfig(BackboneConfig):
 
     @property
     def label(self) -> str:
-        """A short name for tables: ``"ladder K=16"``."""
+        """A short name for tables, such as ``"ladder K=16"``."""
         return f"ladder K={self.k}"
 
     def router_layers(self) -> tuple:
@@ -156,8 +158,8 @@ class LadderCapsNetOutput(NamedTuple):
 
 
 class LadderCapsNet(CapsuleNetwork):
-    """Jeong et al.'s L-CapsNet: conv → primary capsules → :class:`~capsule_lab.ladder.PruningLayer` →
-    :class:`~capsule_lab.ladder.LadderLayer` → class activities.
+    """Jeong et al.'s L-CapsNet: conv → primary capsules → :class:`~capsule_lab.layers.ladder.PruningLayer` →
+    :class:`~capsule_lab.layers.ladder.LadderLayer` → class activities.
 
     ``forward(x, targets=None)`` → :class:`LadderCapsNetOutput` (``targets`` is accepted so that
     :func:`capsule_lab.training.fit` can call it; the ladder has no decoder and does not use it). Its loss
@@ -218,7 +220,7 @@ class LadderCapsNet(CapsuleNetwork):
 def ladder_capsnet_loss(out: LadderCapsNetOutput, images: torch.Tensor | None, targets: torch.Tensor,
                         epsilon: float = EPSILON) -> torch.Tensor:
     """The L-CapsNet loss of a :class:`LadderCapsNetOutput`: margin(d) + ε ‖c − A‖² with A the lengths of all
-    primary capsules (:func:`~capsule_lab.ladder.ladder_loss`). ``images`` is unused: the signature is
+    primary capsules (:func:`~capsule_lab.layers.ladder.ladder_loss`). ``images`` is unused: the signature is
     :func:`capsule_lab.training.fit`'s ``loss_fn(output, images, targets)``. Chapter 06.
     """
     if not isinstance(out, LadderCapsNetOutput):

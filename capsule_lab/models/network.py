@@ -141,7 +141,7 @@ def layer_routers(router, layers: Sequence[LayerInfo], argument: str = "router")
 def built_routers(router, layers: Sequence[LayerInfo], argument: str = "router") -> list:
     """The routers of ``layers`` built now, input to output (:func:`layer_routers`): for a comparison that builds
     every router before its network's own weights, so that a router with parameters draws them the same way whatever
-    network it routes in (:func:`capsule_lab.study.same_start`). Chapters 07–08."""
+    network it routes in (:func:`capsule_lab.studies.common.same_start`). Chapters 07–08."""
     make = layer_routers(router, layers, argument)
     return [make(l) for l in range(len(layers))]
 
@@ -181,6 +181,6 @@ class CapsuleNetwork(nn.Module, metaclass=ABCMeta):
     def stages(self, images: torch.Tensor) -> list:
         """The stages of the forward pass on ``images`` as cumulative prefixes ``[(stage, forward of the prefix), …]``:
         each function runs the network up to the end of its stage and returns what is there (chapter 06's step
-        breakdown, :func:`capsule_lab.cost.step_breakdown`). By default one stage, the whole forward pass; a family
-        that can cut its pass into meaningful stages says so."""
+        breakdown, :func:`capsule_lab.measures.cost.step_breakdown`). By default one stage, the whole forward pass; a
+        family that can cut its pass into meaningful stages says so."""
         return [("forward pass", lambda: self(images))]

@@ -38,8 +38,8 @@ from .router import (NORMALIZATIONS, Router, RoutingResult, check_activations, c
 from .procedure import agreement, bin_centres, dynamic_routing, routing_step, softmax_backward, uniform_routing
 from .generic import (dynamic_compatibility, dynamic_routing_generic, generic_routing, length_activation,
                       normalize_couplings, squashed_sum_pose, weighted_mean_pose)
-from .registry import (LayerInfo, RouterKind, import_router, register_router, router_kind, router_kinds,
-                       unregister_router)
+from .registry import (LayerInfo, RouterKind, import_router, kind_module, register_router, router_kind,
+                       router_kinds, unregister_router)
 from .vote_free import vote_free_routing
 from .routers import DetachedRouter, DynamicRouter, ScaledRouter, UniformRouter
 from .similarity import (ACTIVATION_FLOOR, KERNELS, SimilarityRouter, closed_form_couplings, closed_form_logits,
@@ -65,5 +65,5 @@ __all__ = [
     "self_attention_routing", "SelfAttentionRouter",
     "coupling_polarisation",
     "ROUTER_KINDS", "RouterSpec", "check_router_spec",
-    "LayerInfo", "RouterKind", "register_router", "unregister_router", "router_kind", "router_kinds", "import_router",
+    "LayerInfo", "RouterKind", "register_router", "unregister_router", "router_kind", "router_kinds", "kind_module", "import_router",
 ]

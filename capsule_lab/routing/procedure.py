@@ -58,9 +58,9 @@ def check_quantize_levels(levels) -> Optional[int]:
 
 def bin_centres(couplings: torch.Tensor, levels: int) -> torch.Tensor:
     """Each coupling replaced by the centre of its bin among ``levels`` uniform bins centred on 0, 1/(K − 1), …, 1:
-    ``round(c · (K − 1)) / (K − 1)`` — the value of :func:`capsule_lab.rem.quantize`'s index. The REM paper's
-    quantised inference routes with these (§3.1.2). Ties go to the even index (``torch.round``); the paper's code
-    (``torch.bucketize`` on the bin edges) sends a tie down, which differs only on a bin edge exactly. Chapter 05.
+    ``round(c · (K − 1)) / (K − 1)`` — the value of :func:`capsule_lab.measures.parse_trees.quantize`'s index. The REM
+    paper's quantised inference routes with these (§3.1.2). Ties go to the even index (``torch.round``); the paper's
+    code (``torch.bucketize`` on the bin edges) sends a tie down, which differs only on a bin edge exactly. Chapter 05.
     """
     levels = check_positive_int(levels, "levels", minimum=2)
     return torch.round(couplings * (levels - 1)) / (levels - 1)

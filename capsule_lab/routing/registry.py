@@ -41,7 +41,7 @@ from .._checks import check_positive_int
 from .router import Router
 
 __all__ = ["LayerInfo", "RouterKind", "register_router", "unregister_router", "router_kind", "router_kinds",
-           "import_router"]
+           "kind_module", "import_router"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,14 @@ def router_kind(name: str) -> RouterKind:
         raise ValueError(f"kind must be one of {router_kinds()} (or a router registered with register_router, or "
                          f"'module:Name'), got {name!r}")
     return _KINDS[name]
+
+
+def kind_module(name: str) -> str:
+    """The module that defines the registered kind ``name``'s builder (a router class's own module): what a fresh
+    process imports to find the kind again, ``"__main__"`` for one defined in a script or a notebook. Chapter 08."""
+    build = router_kind(name).build
+    owner = getattr(build, "__self__", build)                 # a router class's from_layer is bound to the class
+    return getattr(owner, "__module__", "__main__") or "__main__"
 
 
 def router_kinds() -> tuple:

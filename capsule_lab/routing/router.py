@@ -33,8 +33,9 @@ Two things a router can do besides routing, each with a default that fits a vect
 - :meth:`Router.from_layer` builds the router for a layer (:class:`~capsule_lab.routing.LayerInfo`) under a
   :class:`~capsule_lab.routing.RouterSpec`: what a registered kind (:func:`~capsule_lab.routing.register_router`) is
   built with, so the router runs in every network by its name;
-- :meth:`Router.combine_votes` is the routing step that turns couplings into outputs, ``v_j = squash(Σ_i c_ij û_{j|i})`` by
-  default: what quantised inference (chapter 05) runs again with the couplings quantised, for any router.
+- :meth:`Router.combine_votes` is the routing step that turns couplings into outputs, by default
+  ``v_j = squash(Σ_i c_ij û_{j|i})``: what quantised inference (chapter 05) runs again with the couplings quantised,
+  for any router.
 """
 
 from __future__ import annotations
@@ -94,15 +95,15 @@ class Router(nn.Module, metaclass=ABCMeta):
     def route_weights(self, u: torch.Tensor, weight: torch.Tensor) -> Optional[RoutingResult]:
         """The result of routing the votes ``W_ij u_i`` of a fully-connected layer (u ``(B, I, D_in)``, weight
         ``(I, J, D, D_in)``) computed without forming them, or None when this router has no such form (the
-        default). :class:`~capsule_lab.layers.CapsuleLayer` asks for it when it is told to (``vote_free=True``) and
-        the router has no forward hook (a hook, quantised inference's say, sees the votes)."""
+        default). :class:`~capsule_lab.layers.dense.CapsuleLayer` asks for it when it is told to (``vote_free=True``)
+        and the router has no forward hook (a hook, quantised inference's say, sees the votes)."""
         return None
 
     def sabour_form(self) -> Optional[tuple]:
         """This router as an instance of Sabour's Algorithm 1, ``(iterations, prior_logits, activation, pose_bias,
         term_2)`` (``term_2``: whether the gradient flows through the couplings), or None when it is not one (the
-        default): what chapter 03's gradient terms by hand (:func:`capsule_lab.gradients.capsnet_gradient_terms`)
-        need to know. Chapter 03."""
+        default): what chapter 03's gradient terms by hand
+        (:func:`capsule_lab.measures.gradients.capsnet_gradient_terms`) need to know. Chapter 03."""
         return None
 
     @property
@@ -113,10 +114,10 @@ class Router(nn.Module, metaclass=ABCMeta):
     @classmethod
     def from_layer(cls, layer, spec) -> "Router":
         """This router for a routing layer (:class:`~capsule_lab.routing.LayerInfo`) under ``spec`` (a
-        :class:`~capsule_lab.routing.RouterSpec` of its registered kind): how :func:`~capsule_lab.routing.register_router`
-        builds a router registered by its class. The default is ``cls()``, given the network's squash as
-        ``activation=`` when the constructor takes one; a router that needs the layer's sizes or the spec's options
-        overrides it. Chapter 08."""
+        :class:`~capsule_lab.routing.RouterSpec` of its registered kind): how
+        :func:`~capsule_lab.routing.register_router` builds a router registered by its class. The default is ``cls()``,
+        given the network's squash as ``activation=`` when the constructor takes one; a router that needs the layer's
+        sizes or the spec's options overrides it. Chapter 08."""
         takes_activation = "activation" in inspect.signature(cls.__init__).parameters
         return cls(**(layer.squash_options() if takes_activation else {}))
 
@@ -125,8 +126,8 @@ class Router(nn.Module, metaclass=ABCMeta):
         """The routing step from couplings ``(B, I, J)`` to outputs: the vector capsules ``v_j = f(Σ_i c_ij û_{j|i})``,
         activations ``‖v_j‖``, with ``f`` the router's ``activation`` attribute where it has a function of s there, else
         :func:`~capsule_lab.capsules.squash`. A router whose last step differs (a pose bias, a weighted mean, a learned
-        activation) overrides it. Quantised inference (:func:`capsule_lab.rem.quantized_inference`) calls it with the
-        router's last couplings quantised, ``state`` the router's result's. Chapter 05."""
+        activation) overrides it. Quantised inference (:func:`capsule_lab.measures.parse_trees.quantized_inference`)
+        calls it with the router's last couplings quantised, ``state`` the router's result's. Chapter 05."""
         check_votes(votes)
         activation = getattr(self, "activation", None)
         if not callable(activation) or inspect.ismethod(activation):

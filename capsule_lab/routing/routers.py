@@ -15,7 +15,8 @@ Taught in chapter 02. Each is an ``nn.Module`` called as ``router(votes, activat
 
 A fully-connected layer can run dynamic routing without forming the votes
 (:func:`~capsule_lab.routing.vote_free_routing`, chapter 02's "Routing without votes"):
-:meth:`DynamicRouter.route_weights` gives that form where its options allow it, and :class:`~capsule_lab.layers.CapsuleLayer` uses it when told to.
+:meth:`DynamicRouter.route_weights` gives that form where its options allow it, and
+:class:`~capsule_lab.layers.dense.CapsuleLayer` uses it when told to.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ class DynamicRouter(Router):
         pose_bias: the initial value ``(J, D)`` of a learned bias b_j added to every weighted sum before the squash,
             ``v_j = squash(Σ_i c_ij û_{j|i} + b_j)``, in every iteration — the REM paper's MNIST model (chapter 05).
 
-    Quantised inference (the REM paper's §3.1.2, :func:`capsule_lab.rem.quantized_inference`) runs :meth:`combine_votes`,
-    the last step, again with the last iteration's couplings replaced by their bin centres.
+    Quantised inference (the REM paper's §3.1.2, :func:`capsule_lab.measures.parse_trees.quantized_inference`) runs
+    :meth:`combine_votes`, the last step, again with the last iteration's couplings replaced by their bin centres.
 
     ``router(votes, activations=None, *, history=False)`` → :class:`~capsule_lab.routing.RoutingResult`, the
     activations ‖v_j‖; the input activations are ignored. :meth:`route_weights` is the vote-free form.

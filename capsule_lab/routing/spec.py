@@ -37,7 +37,7 @@ from .router import Router
 
 __all__ = ["ROUTER_KINDS", "RouterSpec", "check_router_spec"]
 
-#: The course's own kinds of router (every registered kind: :func:`~capsule_lab.routing.router_kinds`).
+#: The course's own kinds of router; :func:`~capsule_lab.routing.router_kinds` lists every registered one.
 ROUTER_KINDS = ("dynamic", "uniform", "similarity", "connectionist", "self-attention")
 
 

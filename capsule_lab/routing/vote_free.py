@@ -3,7 +3,7 @@
 Taught in chapter 02 ("Routing without votes"). :func:`vote_free_routing` gives the same result as
 :func:`~capsule_lab.routing.procedure.dynamic_routing` on the votes û_{j|i} = W_ij u_i, without forming
 them. A :class:`~capsule_lab.routing.DynamicRouter` offers it as its
-:meth:`~capsule_lab.routing.DynamicRouter.route_weights`, which a :class:`~capsule_lab.layers.CapsuleLayer` with
+:meth:`~capsule_lab.routing.DynamicRouter.route_weights`, which a :class:`~capsule_lab.layers.dense.CapsuleLayer` with
 ``vote_free=True`` runs instead of forming the votes.
 """
 

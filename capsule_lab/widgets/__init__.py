@@ -12,11 +12,11 @@ function that draws exactly what the widget shows at its default values, for the
   the iterations for one output capsule's votes (chapter 07);
 - :mod:`~capsule_lab.widgets.figure_output` — how a widget shows its figure.
 
-The widgets are thin: the maths lives in :mod:`capsule_lab.routing` and :mod:`capsule_lab.gradients`, the
+The widgets are thin: the maths lives in :mod:`capsule_lab.routing` and :mod:`capsule_lab.measures.gradients`, the
 pictures in :mod:`capsule_lab.figures`; like the figures, they take plain data, never a study's objects (the pruning
-explorer a run as :func:`capsule_lab.rem_study.pruning_explorer_run` gives it). They can be built without a display (e.g. in tests); the figure of the
-current state is kept in ``.figure`` and the numbers behind it in ``.result`` / ``.summary`` /
-``.reconstruction``. Every name is re-exported here.
+explorer a run as :func:`capsule_lab.studies.rem_pictures.pruning_explorer_run` gives it). They can be built without a
+display (e.g. in tests); the figure of the current state is kept in ``.figure`` and the numbers behind it in ``.result``
+/ ``.summary`` / ``.reconstruction``. Every name is re-exported here.
 """
 
 from .gradients import GradientTermsExplorer, gradient_terms_explorer, gradient_terms_figure

@@ -1,7 +1,7 @@
 """The gradient-terms explorer: the two terms of ∂L/∂û on a toy layer, as the couplings polarise.
 
 Taught in chapter 03. Sliders for the routing iterations r and for how polarised the couplings are; the
-numbers are :func:`capsule_lab.gradients.polarised_gradient_terms`, the picture
+numbers are :func:`capsule_lab.measures.gradients.polarised_gradient_terms`, the picture
 :func:`capsule_lab.figures.plot_gradient_terms`. :func:`gradient_terms_figure` draws the default state.
 """
 
@@ -11,7 +11,7 @@ import ipywidgets as widgets
 
 from ..figures.descriptions import attach_description, description_of
 from ..figures.gradients import plot_gradient_terms
-from ..gradients import gradient_terms, polarised_gradient_terms
+from ..measures.gradients import gradient_terms, polarised_gradient_terms
 from .figure_output import show_figure
 
 __all__ = ["gradient_terms_figure", "GradientTermsExplorer", "gradient_terms_explorer"]
@@ -49,7 +49,8 @@ def gradient_terms_figure(iterations: int = _DEFAULT_ITERATIONS, polarisation: f
 
 class GradientTermsExplorer(widgets.VBox):
     """Sliders ``iterations`` and ``polarisation`` over :func:`gradient_terms_figure`; ``.summary`` holds the
-    :func:`capsule_lab.gradients.gradient_terms` of the current state and ``.figure`` the Figure. Chapter 03."""
+    :func:`capsule_lab.measures.gradients.gradient_terms` of the current state and ``.figure`` the Figure. Chapter
+    03."""
 
     def __init__(self):
         style = {"description_width": "initial"}

@@ -17,7 +17,7 @@ import torch
 
 from ..figures.capsnet import plot_pose_sweep
 from ..figures.descriptions import attach_description, description_of
-from ..modes import eval_mode
+from ..training import eval_mode
 from .figure_output import show_figure
 
 __all__ = ["SABOUR_PERTURBATIONS", "pose_sweep", "pose_explorer_figure", "PoseExplorer", "pose_explorer"]

@@ -3,7 +3,7 @@
 Taught in chapter 05, after Renzulli, Tartaglione and Grangetto (the REM paper), §3.2 and Figure 8. The
 picture is :func:`capsule_lab.figures.pruning_explorer_figure`, the numbers :func:`capsule_lab.figures.step_summary`;
 the figure of the default state (REM's model, the last step) is what the static book shows. The run is plain data,
-:func:`capsule_lab.rem_study.pruning_explorer_run`'s dict.
+:func:`capsule_lab.studies.rem_pictures.pruning_explorer_run`'s dict.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class PruningExplorer(widgets.VBox):
     def __init__(self, run: dict, grid: tuple, images=None, label: int | None = None,
                  config: CapsNetConfig | None = None):
         if not isinstance(run, dict) or not run.get("pruned"):
-            raise ValueError("run must be a dict with pruned steps, as capsule_lab.rem_study.pruning_explorer_run "
+            raise ValueError("run must be a dict with pruned steps, as capsule_lab.studies.rem_pictures.pruning_explorer_run "
                              "makes it")
         self.run, self.grid, self.images, self.config = run, grid, images, config
         last = check_parse_trees(run["pruned"][-1].get("trees"), "run['pruned'][-1]['trees']")
@@ -73,8 +73,8 @@ def pruning_explorer(run: dict, grid: tuple, images=None, label: int | None = No
     :func:`~capsule_lab.figures.pruning_explorer_figure` (the class's parse tree, backtracked to the mean image
     when ``images`` are given) and prints the step's accuracy, entropy (at the run's K) and keys per class.
 
-    run: :func:`capsule_lab.rem_study.pruning_explorer_run` of a :class:`~capsule_lab.rem_study.RemRun`; grid
-    ``(H, W, O)`` of the primary capsules; images ``(N, 1, S, S)``, the test images of the run's measures; config: the
-    model's :class:`~capsule_lab.models.CapsNetConfig` (for the receptive fields). Chapter 05.
+    run: :func:`capsule_lab.studies.rem_pictures.pruning_explorer_run` of a :class:`~capsule_lab.studies.rem.RemRun`;
+    grid ``(H, W, O)`` of the primary capsules; images ``(N, 1, S, S)``, the test images of the run's measures; config:
+    the model's :class:`~capsule_lab.models.CapsNetConfig` (for the receptive fields). Chapter 05.
     """
     return PruningExplorer(run, grid, images, label, config)

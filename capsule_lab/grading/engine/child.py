@@ -9,7 +9,7 @@ computed itself. In order, it
 1. reads the grader's request (``WORKDIR/request.pt``: the notebook's code cells, the tasks, their inputs);
 2. imports the whole package, refuses the chapter's answers for good and gates every other package
    function (:func:`~capsule_lab.grading.engine.lock.deny_for_good`: deny by default — while the notebook's
-   definitions load, only what one of the chapter's tasks allows and ``capsule_lab.profiles.setup``, the
+   definitions load, only what one of the chapter's tasks allows and ``capsule_lab.course.profiles.setup``, the
    setup cell's, may be called from the student's code; while a task runs, only what that task allows), and
    installs an audit hook (:func:`sys.addaudithook`, which cannot be removed) that refuses to re-read any of
    the package's files (source or bytecode: ``importlib.reload``, ``exec`` of the file, ``marshal`` of the
@@ -100,7 +100,7 @@ _INTROSPECTION = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys
 
 #: What the notebook's top-level code may call while its definitions load, besides what its tasks allow: the
 #: setup cell (CONTRIBUTING.md, "Notebooks").
-LOADING_ALLOWED = ("capsule_lab.profiles.setup",)
+LOADING_ALLOWED = ("capsule_lab.course.profiles.setup",)
 
 #: The key of the loading phase's allow-list: what a refusal while the definitions load names.
 _LOADING = "this notebook's definitions (loaded before its tasks)"

@@ -11,7 +11,7 @@ references). So the refusal is **deny by default**: while the student's function
 - every other function of the package (module functions, methods, static and class methods, properties,
   ``__init__`` of its classes and modules, lambdas and closures it made) raises :class:`~.refusal.AnswerRefused`
   naming itself and the task when the student's code calls it, unless the task names it in ``allowed``
-  (``"capsule_lab.router_bench.run_router_bench"``; a class allows its constructor and its methods, those it
+  (``"capsule_lab.studies.bench.runner.run_router_bench"``; a class allows its constructor and its methods, those it
   inherits from the package's classes included). What an allowed function calls in turn runs: the refusal
   is decided at *call entry*, by the caller — the nearest frame on the stack that is neither the library
   (torch, the standard library: ``nn.Module.__call__``, ``functools``, ``dataclasses.replace``, …) nor a gate
@@ -163,7 +163,7 @@ def package_functions() -> list:
 
 
 def resolve_allowed(names: Iterable[str]) -> list:
-    """The functions an allow-list names: ``"capsule_lab.data.load_mnist"`` → that function (a re-export's name
+    """The functions an allow-list names: ``"capsule_lab.data.sources.load_mnist"`` → that function (a re-export's name
     works too); a class → its methods and those of the package's classes it inherits from. ``ValueError`` for a
     name that is not an object of ``capsule_lab``."""
     out = []

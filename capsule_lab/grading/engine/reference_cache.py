@@ -4,8 +4,8 @@ notebook, compares at once instead of running the reference again. Exercises 01â
 A task's reference answers (its outputs and gradients on each case, and the weights of the projection whose
 gradient is compared) depend only on the task's code, the package's code it calls and torch; so do the outputs of
 its known mistakes, which a failed check runs to name the hint. So they are kept in one file per task and part,
-``<cache>/references/<task id>-<part>-<key>.pt`` (``reference``, ``wrong1``, ...), whose ``key`` hashes the task id, the package's
-version, the sha256 of every source file of the package (:func:`package_fingerprint`: any change to any module
+``<cache>/references/<task id>-<part>-<key>.pt`` (``reference``, ``wrong1``, ...), whose ``key`` hashes the task id, the
+package's version, the sha256 of every source file of the package (:func:`package_fingerprint`: any change to any module
 computes them again; a per-task digest of the task's own module would miss a change in a function its reference
 calls) and torch's version. ``<cache>`` is ``$CAPSULE_LAB_CACHE``, else ``$XDG_CACHE_HOME/capsule-lab``, else
 ``~/.cache/capsule-lab``.

@@ -19,7 +19,7 @@ from .questions import QUESTIONS, Question, questions_for_chapter, register_ques
 from .registry import (KINDS, TASKS, Case, Task, WrongAnswer, generator, get_task, randn, register, task_ids,
                        tasks_for_chapter)
 
-from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08  # noqa: F401 - registers the tasks, in chapter order
+from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08
 
 __all__ = ["Case", "WrongAnswer", "Task", "KINDS", "TASKS", "register", "task_ids", "get_task", "tasks_for_chapter",
            "generator", "randn", "Question", "QUESTIONS", "register_questions", "questions_for_chapter"]

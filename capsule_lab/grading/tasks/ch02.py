@@ -16,9 +16,9 @@ import math
 import torch
 
 from ...capsules import squash
-from ...layers import capsule_votes
+from ...layers.votes import capsule_votes
 from ...routing import (DynamicRouter, agreement, dynamic_compatibility, dynamic_routing, dynamic_routing_generic,
-                       generic_routing, routing_step, vote_free_routing)
+                        generic_routing, routing_step, vote_free_routing)
 from .registry import Case, Task, WrongAnswer, generator, randn, register
 
 _ROUTING = (routing_step, agreement, dynamic_routing, vote_free_routing, capsule_votes,

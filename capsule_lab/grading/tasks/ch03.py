@@ -2,7 +2,7 @@
 ``03.constant_coupling_gradient``, ``03.detached_routing`` (a bug hunt), ``03.term2_exponent`` (a prediction)
 and ``03.term2_ratio`` (a mini-experiment).
 
-Each task has the course's reference (from :mod:`capsule_lab.gradients` and :mod:`capsule_lab.routing`, or
+Each task has the course's reference (from :mod:`capsule_lab.measures.gradients` and :mod:`capsule_lab.routing`, or
 written here in plain torch for the prediction and the experiment), the seeded random and edge-case inputs it
 is checked on (in named case groups, each worth an equal share of the points), the known wrong answers with
 their hints and a general hint pointing to its section of chapter 03. Registered with
@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 
 from ...capsules import squash
-from ...gradients import (capsnet_gradient_terms, gradient_terms, polarised_gradient_terms, softmax_jacobian,
-                         squash_jacobian, vote_gradient)
+from ...measures.gradients import (capsnet_gradient_terms, gradient_terms, polarised_gradient_terms, softmax_jacobian,
+                                   squash_jacobian, vote_gradient)
 from ...routing import (DynamicRouter, dynamic_routing, dynamic_routing_generic, generic_routing, routing_step,
-                       vote_free_routing)
+                        vote_free_routing)
 from .registry import Case, Task, WrongAnswer, generator, randn, register
 
 

@@ -2,7 +2,8 @@
 ``04.active_rate``, ``04.dead_spike`` (a prediction) and ``04.revival`` (a mini-experiment).
 
 Each task has the course's reference (the definitions of Mitterreiter et al., 2023, as in
-:mod:`capsule_lab.diagnostics`; for the prediction and the experiment, written here: the experiment trains a small
+:mod:`capsule_lab.measures.capsule_stats`; for the prediction and the experiment, written here: the experiment trains a
+small
 :class:`~capsule_lab.models.DeepCapsNet`), seeded random and edge-case inputs (values exactly at a threshold, a
 perfect routing, a static one) in named case groups, known wrong answers with their hints and a general hint
 pointing to its section of chapter 04. Letters are the chapter's: image i of k, capsule j of n. Registered with
@@ -16,8 +17,8 @@ import math
 import torch
 
 from ...capsules import margin_loss
-from ...diagnostics import (active_mask, activation_stats, dead_mask, routing_dynamics,
-                           routing_dynamics_per_capsule)
+from ...measures.capsule_stats import (active_mask, activation_stats, dead_mask, routing_dynamics,
+                                       routing_dynamics_per_capsule)
 from ...models import DeepCapsNet, DeepCapsNetConfig
 from .registry import Case, Task, WrongAnswer, generator, randn, register
 

@@ -2,13 +2,13 @@
 ``05.class_entropy`` (a bug hunt), ``05.flip_entropy`` (a prediction), ``05.global_prune`` and
 ``05.entropy_vs_iterations`` (a mini-experiment).
 
-Each task has the course's reference (:mod:`capsule_lab.rem`'s quantiser, dictionary and entropy; for the pruning
-step a sort of |w| written here, which the tests compare with :func:`torch.nn.utils.prune.global_unstructured`),
-seeded random and edge-case inputs (couplings exactly on a bin boundary, one image per class, all-equal keys,
-classes never predicted, K = 2, amounts 0 and 1) in named case groups, known wrong answers with their hints and a
-general hint pointing to its section of chapter 05. Letters are the chapter's: input capsule i of I, class j of
-J, K quantisation levels, H_j the entropy of class j's parse trees; and the paper's ξ for one of N images. Registered
-with :func:`capsule_lab.grading.tasks.registry.register` on import.
+Each task has the course's reference (:mod:`capsule_lab.measures.parse_trees`'s quantiser, dictionary and entropy; for
+the pruning step a sort of |w| written here, which the tests compare with
+:func:`torch.nn.utils.prune.global_unstructured`), seeded random and edge-case inputs (couplings exactly on a bin
+boundary, one image per class, all-equal keys, classes never predicted, K = 2, amounts 0 and 1) in named case groups,
+known wrong answers with their hints and a general hint pointing to its section of chapter 05. Letters are the
+chapter's: input capsule i of I, class j of J, K quantisation levels, H_j the entropy of class j's parse trees; and the
+paper's ξ for one of N images. Registered with :func:`capsule_lab.grading.tasks.registry.register` on import.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from collections import Counter
 
 import torch
 
-from ...rem import (class_parse_tree, coupling_saliency, dictionary_entropy, global_magnitude_prune, keys_per_class,
-                   parse_tree_dictionary, parse_tree_keys, quantize, routing_entropy)
+from ...measures.parse_trees import (class_parse_tree, coupling_saliency, dictionary_entropy, keys_per_class,
+                                     parse_tree_dictionary, parse_tree_keys, quantize, routing_entropy)
+from ...measures.pruning import global_magnitude_prune
 from ...routing import dynamic_routing
 from .registry import Case, Task, WrongAnswer, generator, randn, register
 from .questions import Question, register_questions

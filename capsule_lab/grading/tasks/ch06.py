@@ -2,12 +2,13 @@
 ``06.regression`` (eqs. 2–3), ``06.gamma_activation`` (a prediction of eq. 4), ``06.ladder_forward`` (a bug hunt)
 and ``06.activity_under_noise`` (a mini-experiment).
 
-Each task has the course's reference (:mod:`capsule_lab.ladder`'s pruning layer, regression, activation and poses),
-seeded random and edge-case inputs (capsules of exactly equal length at the K-th place in every group, K = 1 and
-K = n − 1, d = D, class poses s_j = 0, one kept capsule, one class) in named case groups, known wrong answers with their hints and a general hint
-pointing to its section of chapter 06. Letters are the chapter's (Jeong, Lee and Kim 2019): n lower capsules u_i of
-dimension d, K of them kept (U_K, the code vector z), J class capsules of dimension D, their partial poses s_j, the
-regression maps f_j^reg, the activities δ_j and γ = 5.12 (the chapter's letters: the paper writes c and d_j). Registered with
+Each task has the course's reference (:mod:`capsule_lab.layers.ladder`'s pruning layer, regression, activation and
+poses), seeded random and edge-case inputs (capsules of exactly equal length at the K-th place in every group, K = 1 and
+K = n − 1, d = D, class poses s_j = 0, one kept capsule, one class) in named case groups, known wrong answers with their
+hints and a general hint pointing to its section of chapter 06. Letters are the chapter's (Jeong, Lee and Kim 2019): n
+lower capsules u_i of dimension d, K of them kept (U_K, the code vector z), J class capsules of dimension D, their
+partial poses s_j, the regression maps f_j^reg, the activities δ_j and γ = 5.12 (the chapter's letters: the paper writes
+c and d_j). Registered with
 :func:`capsule_lab.grading.tasks.registry.register` on import.
 """
 
@@ -18,8 +19,9 @@ import math
 import torch
 
 from ...capsules import squash
-from ...ladder import (GAMMA, LadderLayer, PruningLayer, code_vector, ladder_activation, ladder_poses,
-                      most_active_couplings, propagate, regress, regressed_capsules, top_k_capsules)
+from ...layers.ladder import (GAMMA, LadderLayer, PruningLayer, code_vector, ladder_activation, ladder_poses, propagate,
+                              regress, regressed_capsules, top_k_capsules)
+from ...measures.activity import most_active_couplings
 from .registry import Case, Task, WrongAnswer, generator, randn, register
 from .questions import Question, register_questions
 

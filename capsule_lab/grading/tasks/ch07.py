@@ -21,7 +21,7 @@ import math
 import torch
 
 from ...routing import (SimilarityRouter, closed_form_couplings, closed_form_logits, gaussian_mixture_kernel,
-                       generic_routing, kernel_matrix, normalize_couplings, similarity_routing, weighted_mean_pose)
+                        generic_routing, kernel_matrix, normalize_couplings, similarity_routing, weighted_mean_pose)
 from .registry import Case, Task, WrongAnswer, generator, randn, register
 from .questions import Question, register_questions
 

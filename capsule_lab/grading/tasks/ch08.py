@@ -2,12 +2,13 @@
 standard error, from raw records), ``08.mcnemar`` (a bug hunt in McNemar's exact test), ``08.predict_p_value`` (a
 McNemar p-value by hand) and ``08.new_router`` (a mini-experiment: a router of one's own through the bench).
 
-Each task has the course's reference (:mod:`capsule_lab.router_bench`'s :func:`~capsule_lab.router_bench.summarize_records`,
-:func:`~capsule_lab.router_bench.mcnemar_test` and :func:`~capsule_lab.router_bench.run_router_bench`), seeded random
-and edge-case inputs in named case groups, known wrong answers with their hints and a general hint pointing to its
-section of chapter 08. A record is a dict as the bench writes it (``"router"``, ``"seed"`` and one value per
-measure, None where the measure does not apply); a ``correct`` string has one character, ``"1"`` or ``"0"``, per test
-image. Registered with :func:`capsule_lab.grading.tasks.registry.register` on import.
+Each task has the course's reference (:mod:`capsule_lab.studies.bench.runner`'s
+:func:`~capsule_lab.studies.bench.runner.summarize_records`, :func:`~capsule_lab.evidence.stats.mcnemar_test` and
+:func:`~capsule_lab.studies.bench.runner.run_router_bench`),
+seeded random and edge-case inputs in named case groups, known wrong answers with their hints and a general hint
+pointing to its section of chapter 08. A record is a dict as the bench writes it (``"router"``, ``"seed"`` and one value
+per measure, None where the measure does not apply); a ``correct`` string has one character, ``"1"`` or ``"0"``, per
+test image. Registered with :func:`capsule_lab.grading.tasks.registry.register` on import.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import torch
 from torch.utils.data import TensorDataset
 
 from ...capsules import squash
-from ...data import affine_test_set, load_mnist
-from ...profiles import chapter_settings
-from ...router_bench import BenchEntry, mcnemar_test, run_router_bench, summarize_records
-from ...stats import binomial_standard_error, paired_t_test, pooled_mcnemar_test
-from ...stats import mcnemar_test as stats_mcnemar_test
+from ...data.transforms import affine_test_set
+from ...data.sources import load_mnist
+from ...course.profiles import chapter_settings
+from ...studies.bench.entries import BenchEntry
+from ...evidence.stats import binomial_standard_error, mcnemar_test, paired_t_test, pooled_mcnemar_test
+from ...studies.bench.runner import run_router_bench, summarize_records
 from ...routing import Router, RoutingResult, dynamic_routing
 from .registry import Case, Task, WrongAnswer, generator, register
 from .questions import Question, register_questions
@@ -129,7 +131,7 @@ _SUMMARY_WRONG = (
 # --- 08.mcnemar (bug hunt) ------------------------------------------------------------------------------------
 
 def _ref_mcnemar(correct_a, correct_b):
-    return mcnemar_test(correct_a, correct_b)["p_value"]
+    return mcnemar_test(correct_a, correct_b).p_value
 
 
 def _counts(correct_a, correct_b):
@@ -230,7 +232,7 @@ def _predict_strings():
 
 
 def _ref_predict_p_value():
-    return mcnemar_test(*_predict_strings())["p_value"]
+    return mcnemar_test(*_predict_strings()).p_value
 
 
 _PREDICT_WRONG = (
@@ -350,7 +352,7 @@ register(
               "§6 is a difference real?).",
          outputs=("p-value",), wrong_answers=_MCNEMAR_WRONG, function="mcnemar_p", kind="bug hunt",
          place_hint=("two lines are wrong; b and c are counted right: look at the lines that use them."),
-         returns_number=True, answers=(mcnemar_test, stats_mcnemar_test, pooled_mcnemar_test)),
+         returns_number=True, answers=(mcnemar_test, pooled_mcnemar_test)),
     Task("08.predict_p_value", "Prediction: is 12 against 2 a difference?", 1, _ref_predict_p_value,
          lambda: [Case("your prediction", (), grad="none")],
          hint="only the images the two classifiers disagree on count; under the null hypothesis each goes either way "
@@ -358,7 +360,7 @@ register(
               "direction (chapter 08, §6 is a difference real?).",
          outputs=("p-value",), wrong_answers=_PREDICT_WRONG, function="predict_p_value", kind="prediction",
          returns_number=True, atol=0.002, rtol=0.0,
-         answers=(mcnemar_test, stats_mcnemar_test, pooled_mcnemar_test)),
+         answers=(mcnemar_test, pooled_mcnemar_test)),
     Task("08.new_router", "Mini-experiment: a router of your own on the bench", 2, _ref_new_router,
          _experiment_cases,
          hint="route with r = 3 iterations of dynamic routing whose couplings are softmax(b / T) over the outputs, "
@@ -369,9 +371,9 @@ register(
          outputs=("accuracy",), wrong_answers=_EXPERIMENT_WRONG, function="sharp_router_accuracy",
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
          answers=(dynamic_routing, _experiment_record, _SharpRouter.forward),
-         allowed=("capsule_lab.capsules.squash", "capsule_lab.data.affine_test_set", "capsule_lab.profiles.chapter_settings",
-                  "capsule_lab.profiles.RouterBenchSettings", "capsule_lab.training.Schedule",
-                  "capsule_lab.router_bench.BenchEntry", "capsule_lab.router_bench.run_router_bench",
+         allowed=("capsule_lab.capsules.squash", "capsule_lab.data.transforms.affine_test_set", "capsule_lab.course.profiles.chapter_settings",
+                  "capsule_lab.studies.bench.settings.RouterBenchSettings", "capsule_lab.training.Schedule",
+                  "capsule_lab.studies.bench.entries.BenchEntry", "capsule_lab.studies.bench.runner.run_router_bench",
                   "capsule_lab.routing.Router", "capsule_lab.routing.RoutingResult")),
 )
 

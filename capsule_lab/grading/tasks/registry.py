@@ -71,7 +71,7 @@ class Task:
     ``function`` the name the exercise notebook gives the student's function (the grader looks it up);
     ``answers`` the package functions that compute the answer (the reference is always one of them);
     ``allowed`` the qualified names of what of the package the student's function may call
-    (``"capsule_lab.router_bench.run_router_bench"``; a class: constructing it and its methods), default
+    (``"capsule_lab.studies.bench.runner.run_router_bench"``; a class: constructing it and its methods), default
     nothing: everything else of the package refuses to run while it does (:mod:`.lock`), and the task's
     statement in the exercise says what it may call.
 
@@ -137,7 +137,6 @@ KINDS = ("implement", "bug hunt", "prediction", "experiment")
 
 #: The registered tasks by id, in registration order (chapter by chapter); filled by :func:`register`.
 TASKS: dict[str, Task] = {}
-
 
 
 def register(*tasks: Task) -> None:

