@@ -35,7 +35,7 @@ entry               concept                                                     
 ``studies``         one chapter's experiment each, owning its quick and full ``SETTINGS``, runs,        03–08
                     records and claims; the bench a sub-package
 ``course``          the course's machinery: profiles and a chapter's setup, tolerance bands, the        01–08
-                    smoke run, the epoch timing
+                    smoke run, the epoch timing, where checkpoints go
 ``grading``         exercises: task content (``tasks``), the checking engine (``engine``), notebooks    exercises
                     graded and reported (``notebooks``)
 ``cli``             the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``grade-merge``,       —

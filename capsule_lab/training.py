@@ -3,8 +3,9 @@
 Taught in chapter 02. A model takes ``model(images, targets)`` while training (the decoder needs the
 target) and ``model(images)`` to predict, and returns an output with ``.scores`` ``(B, J)``; the class
 is the highest score (the longest class capsule). The loss is ``loss_fn(output, images, targets)``, by default the
-model's own (``model.loss``, :class:`~capsule_lab.models.CapsuleNetwork`). Mixed precision (autocast + gradient
-scaling) is used only on CUDA, so the same call runs on a laptop.
+model's own (``model.loss``, :class:`~capsule_lab.models.CapsuleNetwork`). Mixed precision is used only on CUDA, so the
+same call runs on a laptop: autocast to bfloat16 where the GPU computes it natively, to float16 with gradient scaling
+on an older GPU such as free Colab's T4 (:func:`amp_dtype`).
 
 One of each: :func:`train_step` is the one training step (:func:`fit` and the benches take it), and
 :func:`outputs` is the one pass of a trained model over a dataset (evaluation mode, no gradient, batches, the
@@ -14,11 +15,12 @@ capsules and parse trees — is a reduction.
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
@@ -27,8 +29,8 @@ from tqdm.auto import tqdm
 from ._checks import check_one_of, check_positive_int
 from .data.transforms import random_shift
 
-__all__ = ["OPTIMIZERS", "Schedule", "History", "batches", "mixed_precision", "train_step", "outputs", "evaluate",
-           "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
+__all__ = ["OPTIMIZERS", "Schedule", "History", "batches", "amp_dtype", "precision", "grad_scaler", "mixed_precision",
+           "train_step", "outputs", "evaluate", "fit", "fit_profile", "save_checkpoint", "load_checkpoint"]
 
 
 #: The optimisers :func:`fit` accepts (chapter 04 compares them on dying capsules).
@@ -109,13 +111,42 @@ def batches(data: Dataset, batch_size: int, shuffle: bool = False,
         yield from DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator)
 
 
+def amp_dtype(device) -> Optional[torch.dtype]:
+    """The half-precision type mixed precision computes in on ``device``: bfloat16 on a GPU that computes it natively
+    (CUDA compute capability 8.0 and above: A100, L4, A10, H100, RTX 30xx/40xx), float16 on an older one (the T4 of
+    free Colab, V100, P100: 7.x and below, where bfloat16 is only emulated and slow; float16's narrow range needs a
+    gradient scaler, :func:`grad_scaler`), None on a CPU (float32: autocast stays off). Chapter 02.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    major, _ = torch.cuda.get_device_capability(device)
+    return torch.bfloat16 if major >= 8 else torch.float16
+
+
+def precision(device, amp: bool) -> str:
+    """What a run on ``device`` with ``amp`` computes in, in words, for the line a chapter prints before it trains:
+    ``"float32"``, ``"mixed precision (bfloat16)"`` or ``"mixed precision (float16, gradient scaling)"``
+    (:func:`amp_dtype`). Chapter 02."""
+    dtype = amp_dtype(device) if amp else None
+    if dtype is None:
+        return "float32"
+    return "mixed precision (bfloat16)" if dtype == torch.bfloat16 else "mixed precision (float16, gradient scaling)"
+
+
+def grad_scaler(device, amp: bool) -> torch.amp.GradScaler:
+    """The gradient scaler :func:`train_step` steps through: enabled only where mixed precision computes in float16
+    (:func:`amp_dtype`; bfloat16 has float32's range and needs none), a no-op elsewhere. Chapter 02."""
+    return torch.amp.GradScaler("cuda", enabled=bool(amp) and amp_dtype(device) == torch.float16)
+
+
 def mixed_precision(device: torch.device, amp: bool):
-    """The autocast context :func:`fit` trains in: mixed precision (bfloat16 where the GPU supports it, else
-    float16) when ``amp`` on CUDA, disabled otherwise. Chapter 02."""
-    if amp and device.type == "cuda":
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    """The autocast context :func:`fit` trains in: mixed precision in :func:`amp_dtype` (bfloat16 where the GPU
+    computes it natively, else float16) when ``amp`` on CUDA, disabled otherwise. Chapter 02."""
+    dtype = amp_dtype(device) if amp else None
+    if dtype is not None:
         return torch.autocast("cuda", dtype=dtype)
-    return torch.autocast(device.type, enabled=False)
+    return torch.autocast(torch.device(device).type, enabled=False)
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
@@ -198,7 +229,13 @@ def fit(
         device: "cpu", "cuda", ...; default: the model's device. ``amp`` uses mixed precision on CUDA only.
         seed: seeds the shuffling and the shifts (the model's initialisation is the caller's).
         loss_fn: ``loss_fn(output, images, targets)``; default: the model's own, ``model.loss``.
-        checkpoint: if given, the model, optimiser and history are saved there after every epoch.
+        checkpoint: if given, the run's whole state — the model, the optimiser, the learning-rate schedule, the
+            gradient scaler, the shuffling generator and the history — is saved there after every epoch (written to
+            a temporary file, then renamed, so a disconnect mid-write leaves the last good one), and a run started
+            again with the same path *resumes*: it loads that state and trains the epochs still to do, to the same
+            weights as a run never interrupted; a run already finished loads and returns at once. The checkpoint
+            must come from the same settings (all but ``epochs``, which may grow), else ``ValueError``.
+            ``on_epoch_end`` is called only for the epochs trained in this call.
         progress: show a tqdm progress bar.
         on_epoch_end: called as ``on_epoch_end(epoch, model)`` after every epoch (after the evaluation),
             e.g. to measure something about the model as it trains (chapter 03 measures gradients).
@@ -214,11 +251,16 @@ def fit(
     optimizer = (torch.optim.Adam(model.parameters(), lr=lr) if optimizer == "adam"
                  else torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum))
     scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=lr_decay)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp and device.type == "cuda")
+    scaler = grad_scaler(device, amp)
     generator = torch.Generator().manual_seed(seed)
     history = History()
+    run = {"batch_size": batch_size, "lr": lr, "lr_decay": lr_decay, "optimizer": type(optimizer).__name__,
+           "momentum": momentum, "max_shift": max_shift, "seed": seed, "train_size": len(train)}
+    done = 0
+    if checkpoint is not None and Path(checkpoint).exists():
+        done, history = _resume(checkpoint, run, model, optimizer, scheduler, scaler, generator, device)
     steps = -(-len(train) // batch_size)
-    for epoch in range(1, epochs + 1):
+    for epoch in range(done + 1, epochs + 1):
         start, total_loss, correct, seen = time.perf_counter(), 0.0, 0, 0
         bar = tqdm(batches(train, batch_size, shuffle=True, generator=generator), total=steps,
                    desc=f"epoch {epoch}/{epochs}", disable=not progress, leave=False)
@@ -239,7 +281,9 @@ def fit(
         if test is not None:
             history.test_accuracy.append(evaluate(model, test, device=device, amp=amp))
         if checkpoint is not None:
-            save_checkpoint(checkpoint, model, optimizer, history)
+            save_checkpoint(checkpoint, model, optimizer, history, resume={
+                "run": run, "epoch": epoch, "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
+                "generator": generator.get_state()})
         if on_epoch_end is not None:
             on_epoch_end(epoch, model)
             model.train()
@@ -254,24 +298,53 @@ def fit_profile(model: torch.nn.Module, train: Dataset, test: Dataset | None, pr
     return fit(model, train, test, **settings)
 
 
-def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, history: History | None = None) -> None:
-    """Save the model's (and optimiser's) state and the history, loadable with ``weights_only=True``."""
+def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, history: History | None = None,
+                    resume: dict | None = None) -> None:
+    """Save the model's (and optimiser's) state and the history, loadable with ``weights_only=True``; ``resume`` is
+    what :func:`fit` adds to pick a run up where it stopped (its settings, the epoch, the schedule's, the scaler's and
+    the shuffling generator's states). Written to a temporary file beside ``path`` and renamed over it, so an
+    interrupted write never leaves a broken checkpoint. Chapter 02."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
     torch.save({
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
         "history": history.to_dict() if history is not None else None,
-    }, path)
+        "resume": resume,
+    }, partial)
+    os.replace(partial, path)
 
 
 def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, map_location="cpu") -> History | None:
-    """Load a checkpoint written by :func:`save_checkpoint` (safely: ``weights_only=True``); return its history."""
+    """Load a checkpoint written by :func:`save_checkpoint` (safely: ``weights_only=True``); return its history.
+    Chapter 02."""
     blob = torch.load(path, map_location=map_location, weights_only=True)
     model.load_state_dict(blob["model"])
     if optimizer is not None and blob.get("optimizer") is not None:
         optimizer.load_state_dict(blob["optimizer"])
     return History.from_dict(blob["history"]) if blob.get("history") is not None else None
+
+
+def _resume(path, run: dict, model, optimizer, scheduler, scaler, generator, device) -> tuple[int, History]:
+    """Load :func:`fit`'s checkpoint at ``path`` into the run's objects: ``(epochs done, history)``."""
+    blob = torch.load(path, map_location=device, weights_only=True)
+    saved = blob.get("resume")
+    if not isinstance(saved, dict) or blob.get("history") is None:
+        raise ValueError(f"{path} is not a checkpoint fit can resume (saved without its run's state): "
+                         "delete it or pass another checkpoint path")
+    if saved["run"] != run:
+        differs = sorted(k for k in run if saved["run"].get(k) != run[k])
+        raise ValueError(f"{path} was saved by a run with other settings ({', '.join(differs)}: "
+                         f"{ {k: saved['run'].get(k) for k in differs} } there, { {k: run[k] for k in differs} } "
+                         "here): delete it or pass another checkpoint path")
+    model.load_state_dict(blob["model"])
+    optimizer.load_state_dict(blob["optimizer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    if saved["scaler"] and scaler.is_enabled():         # a CPU's or a bfloat16 run's scaler saved nothing to load
+        scaler.load_state_dict(saved["scaler"])
+    generator.set_state(saved["generator"].cpu())
+    return int(saved["epoch"]), History.from_dict(blob["history"])
 
 
 @contextmanager

@@ -293,3 +293,24 @@ def test_a_kernel_that_dies_at_start_because_its_port_is_taken_is_started_again(
     assert starts == [True, False]
     assert report["kernel_error"] is None and report["cell_errors"] == []
     assert nb.cells[0].outputs[0]["text"] == "42\n"
+
+
+def test_a_missing_kernel_says_what_to_install(tmp_path):
+    """A plain ``pip install capsule-lab`` has no ipykernel: the grader's error names the extra that brings it."""
+    nb = nbformat.v4.new_notebook(cells=[new_code_cell("print(1)")])
+    report = run_notebook(nb, tmp_path, timeout=30, kernel_name="no-such-kernel-here", env=dict(os.environ))
+    assert report["kernel_error"].startswith("NoSuchKernel")
+    assert "no Jupyter kernel named 'no-such-kernel-here'" in report["kernel_error"]
+    assert 'pip install "capsule-lab[notebooks]"' in report["kernel_error"]
+
+
+def test_the_advice_is_given_only_for_a_missing_kernel(monkeypatch):
+    from jupyter_client.kernelspec import NoSuchKernel
+
+    from capsule_lab.grading.notebooks import kernel
+
+    assert kernel.missing_kernel_advice(RuntimeError("port in use"), "python3") == ""           # another cause
+    assert "capsule-lab[notebooks]" in kernel.missing_kernel_advice(NoSuchKernel("python3"), "python3")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "ipykernel" else object())
+    advice = kernel.missing_kernel_advice(RuntimeError("No module named ipykernel_launcher"), "python3")
+    assert "ipykernel is not installed" in advice and "capsule-lab[notebooks]" in advice

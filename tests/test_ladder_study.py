@@ -251,7 +251,8 @@ def test_claim_records_are_the_shipped_runs_numbers():
         assert r["coupling"] == pytest.approx((couplings[:k] if group == "top-K" else couplings[k:]).mean())
     stripped = {"provenance": shipped["provenance"], "runs": {"ladder K=32": {"0": {
         key: v for key, v in shipped["runs"]["ladder K=32"]["0"].items() if key != "step_seconds"}}}}
-    with pytest.raises(ValueError, match="no step_seconds: rerun"):
+    with pytest.raises(ValueError, match=r"no step_seconds: rerun `python scripts/ladder_longer_run.py` in a clone of "
+                                         r"the repository .*a pip install ships the records, not the scripts"):
         ladder_claim_records(stripped)
     with pytest.raises(ValueError, match="shipped_ladder_runs"):
         ladder_claim_records({"provenance": {}})

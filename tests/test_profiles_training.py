@@ -64,7 +64,7 @@ def test_default_profile_follows_cuda(monkeypatch):
     assert profile_name() == "full"
 
 
-def test_profiles_contents():
+def test_profiles_contents(monkeypatch):
     quick, full = PROFILES["quick"], PROFILES["full"]
     assert quick.capsnet == CapsNetConfig.slim() and quick.data_source == "offline"
     assert full.capsnet == CapsNetConfig.sabour() and full.data_source == "torchvision"
@@ -72,7 +72,8 @@ def test_profiles_contents():
     text = get_profile("quick", device="cpu").describe()
     assert "quick" in text and "cpu" in text and "144 primary capsules" in text
     assert "mixed precision" not in get_profile("full", device="cpu").describe()  # AMP only on CUDA
-    assert "mixed precision" in get_profile("full", device="cuda").describe()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))     # a T4
+    assert get_profile("full", device="cuda").describe().endswith(", mixed precision (float16, gradient scaling)")
 
 
 def test_setup_seeds_everything(restore_torch_globals, capsys):
@@ -464,3 +465,57 @@ def test_fit_rejects_unknown_optimizers_and_bad_momentum():
                           (dict(momentum=0.9), "momentum must be 0 with optimizer='adam'")):
         with pytest.raises(ValueError, match=match):
             fit(model, data, epochs=1, loss_fn=_margin, progress=False, **kwargs)
+
+
+class _Interrupted(Exception):
+    """A disconnect, simulated: raised from on_epoch_end once the epoch's checkpoint is written."""
+
+
+def _resume_run(checkpoint=None, epochs=4, stop_after=None, **changes):
+    torch.manual_seed(0)
+    model = TinyCapsNet()
+
+    def stop(epoch, _model):
+        if epoch == stop_after:
+            raise _Interrupted(epoch)
+
+    settings = dict(epochs=epochs, batch_size=8, lr=3e-3, lr_decay=0.7, max_shift=1, seed=5, progress=False,
+                    checkpoint=checkpoint, on_epoch_end=stop)
+    settings.update(changes)
+    return model, fit(model, _separable(40), _separable(16, 1), **settings)
+
+
+def _trained(history):
+    """What a history says about training (the seconds differ from run to run)."""
+    return {k: v for k, v in history.to_dict().items() if k != "seconds"}
+
+
+def test_an_interrupted_fit_resumes_to_the_same_weights_as_one_never_interrupted(tmp_path):
+    straight, straight_history = _resume_run()
+    path = tmp_path / "run.pt"
+    with pytest.raises(_Interrupted):
+        _resume_run(path, stop_after=2)                                        # cut after epoch 2
+    assert torch.load(path, weights_only=True)["resume"]["epoch"] == 2
+    trained_on = []
+    resumed, resumed_history = _resume_run(path, on_epoch_end=lambda epoch, _m: trained_on.append(epoch))
+    assert trained_on == [3, 4]                                                 # only the epochs still to do
+    assert _trained(resumed_history) == _trained(straight_history) and resumed_history.epoch == [1, 2, 3, 4]
+    for k, v in straight.state_dict().items():
+        assert torch.equal(resumed.state_dict()[k], v), k                     # bit for bit: schedule, Adam, shuffles
+    # a finished run loads instead of training again; more epochs continue it
+    again, again_history = _resume_run(path, on_epoch_end=lambda epoch, _m: trained_on.append(epoch))
+    assert trained_on == [3, 4] and _trained(again_history) == _trained(straight_history)
+    assert all(torch.equal(again.state_dict()[k], v) for k, v in straight.state_dict().items())
+    longer, longer_history = _resume_run(path, epochs=5)
+    assert longer_history.epoch == [1, 2, 3, 4, 5]
+    assert not list(tmp_path.glob("*.partial"))                                 # written whole, then renamed
+
+
+def test_a_checkpoint_of_other_settings_is_refused_by_name(tmp_path):
+    path = tmp_path / "run.pt"
+    _resume_run(path, epochs=1)
+    with pytest.raises(ValueError, match=r"other settings \(lr, seed: "):
+        _resume_run(path, lr=1e-3, seed=6)
+    save_checkpoint(tmp_path / "bare.pt", TinyCapsNet())
+    with pytest.raises(ValueError, match="not a checkpoint fit can resume"):
+        _resume_run(tmp_path / "bare.pt")

@@ -1,10 +1,12 @@
-"""The course's machinery: the profiles a chapter runs, the bands its numbers are checked in, the smoke run and the
-epoch timing.
+"""The course's machinery: the profiles a chapter runs, the bands its numbers are checked in, the smoke run, the
+epoch timing and where training runs keep their checkpoints.
 
 - :mod:`~capsule_lab.course.profiles` — the quick and full profiles, a chapter's setup and its settings;
 - :mod:`~capsule_lab.course.tolerance` — a number from training checked within its stated band;
 - :mod:`~capsule_lab.course.smoke` — every chapter's full-profile networks, two steps each, on any device;
-- :mod:`~capsule_lab.course.epoch_timing` — one timed epoch of each chapter's main network.
+- :mod:`~capsule_lab.course.epoch_timing` — one timed epoch of each chapter's main network;
+- :mod:`~capsule_lab.course.checkpoints` — where a chapter's training runs keep their checkpoints (Google Drive in
+  Colab), so that a run survives a disconnect.
 
 The ``capsule-lab`` command that runs them (and the grader) is :mod:`capsule_lab.cli`, the package's top.
 """

@@ -27,7 +27,7 @@ from ..studies import ladder as ladder_study
 from ..studies import learned_routing as learned_routing_study
 from ..studies import rem as rem_study
 from ..studies.bench import settings as bench_settings
-from ..training import Schedule
+from ..training import Schedule, precision
 
 __all__ = ["Profile", "PROFILES", "profile_name", "get_profile", "cpu_threads", "seed_everything", "setup",
            "CHAPTER_SETTINGS", "chapter_settings"]
@@ -52,7 +52,7 @@ class Profile:
         return (f"profile {self.name} on {self.device}: {size} training images ({self.data_source}), "
                 f"{t.epochs} epochs, batch {t.batch_size}, CapsNet {c.conv_channels} conv channels, "
                 f"{c.primary_caps} primary capsules, r={c.router.iterations}"
-                + (", mixed precision" if self.amp and self.device.startswith("cuda") else ""))
+                + (f", {precision(self.device, True)}" if self.amp and self.device.startswith("cuda") else ""))
 
 
 PROFILES = {
@@ -147,5 +147,5 @@ def setup(seed: int = 0, profile: str | None = None, threads: int | None = None,
     elif verbose:
         print(f"profile {prof.name} on {prof.device}: chapter {chapter} trains with its own networks, data and "
               f"schedule, chapter_settings({chapter!r})"
-              + (", mixed precision" if prof.amp and prof.device.startswith("cuda") else ""))
+              + (f", {precision(prof.device, True)}" if prof.amp and prof.device.startswith("cuda") else ""))
     return prof

@@ -51,7 +51,7 @@ import torch
 from .._checks import check_positive_int
 from ..layers.votes import capsule_votes
 from ..routing import dynamic_routing, vote_free_routing
-from ..training import eval_mode, mixed_precision, train_step
+from ..training import eval_mode, grad_scaler, mixed_precision, train_step
 
 __all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_runs", "time_median", "peak_memory", "bench_routing",
            "training_step", "training_step_seconds", "inference_seconds", "step_models", "bench_steps", "stage_flops",
@@ -338,11 +338,11 @@ def training_step(model: torch.nn.Module, images: torch.Tensor, labels: torch.Te
                   amp: bool = False, lr: float = 1e-3) -> Callable[[], None]:
     """A function that takes one training step of ``model`` on one batch each time it is called, as
     :func:`~capsule_lab.training.fit` takes it (:func:`~capsule_lab.training.train_step`: Adam, and with ``amp`` on
-    CUDA mixed precision and a gradient scaler); ``loss_fn`` None: the model's own. The model is put in training
+    CUDA mixed precision, with a gradient scaler where it is float16); ``loss_fn`` None: the model's own. The model is put in training
     mode. Chapters 06–08 time it and measure its memory."""
     device = next(model.parameters()).device
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp and device.type == "cuda")
+    scaler = grad_scaler(device, amp)
     loss_fn = loss_fn if loss_fn is not None else model.loss
     model.train()
     return lambda: train_step(model, optimizer, scaler, images, labels, loss_fn, amp)

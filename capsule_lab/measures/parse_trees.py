@@ -39,8 +39,9 @@ from ..routing import Router, RoutingResult, bin_centres
 from ..routing.procedure import check_quantize_levels
 from ..training import outputs
 
-__all__ = ["quantize", "quantized_inference", "CollectedParseTrees", "collect_parse_trees", "entropy_ceiling", "parse_tree_keys", "parse_tree_dictionary",
-           "keys_per_class", "dictionary_entropy", "routing_entropy", "class_parse_tree", "coupling_saliency"]
+__all__ = ["quantize", "quantized_inference", "CollectedParseTrees", "collect_parse_trees", "entropy_ceiling",
+           "parse_tree_keys", "parse_tree_dictionary", "keys_per_class", "dictionary_entropy", "routing_entropy",
+           "class_parse_tree", "coupling_saliency"]
 
 
 def _check_levels(levels: int) -> int:

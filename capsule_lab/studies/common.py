@@ -30,7 +30,7 @@ from torch import nn
 
 from .._checks import check_positive_int
 
-__all__ = ["RESULTS", "same_start", "shipped_results"]
+__all__ = ["RESULTS", "same_start", "shipped_results", "rerun"]
 
 #: The longer runs and searches shipped with the package (``capsule_lab/results``).
 RESULTS = resources.files("capsule_lab") / "results"
@@ -60,3 +60,10 @@ def same_start(seed: int, backbone: Callable[[], nn.Module], build: Callable[[],
 def shipped_results(name: str) -> dict:
     """A JSON file of :data:`RESULTS` (a longer run, with its provenance), read. Chapters 04–08."""
     return json.loads((RESULTS / name).read_text())
+
+
+def rerun(script: str) -> str:
+    """How to remake a shipped record that is missing or stale, for an error message: the script's command, in a clone
+    of the repository (a ``pip install`` ships the records, not the scripts that made them). Chapters 04–08."""
+    return (f"rerun `python scripts/{script}` in a clone of the repository "
+            "(https://github.com/capsule-lab/capsule-lab; a pip install ships the records, not the scripts)")

@@ -34,7 +34,7 @@ from ..measures.capsule_stats import CapsuleRecord, GradientTracker, collect_cap
 from ..models import DeepCapsNet, DeepCapsNetConfig
 from ..routing import RouterSpec, router_kind
 from ..training import History, Schedule, fit
-from .common import RESULTS, shipped_results
+from .common import RESULTS, rerun, shipped_results
 
 __all__ = ["ROUTINGS", "DepthRun", "depth_study_data", "routing_spec", "train_depth_run", "hidden_dead_rate",
            "search_results", "shipped_runs", "run_name", "DEPTH_CLAIMS", "depth_claim_records", "depth_verdicts",
@@ -259,7 +259,7 @@ def depth_claim_records(shipped: Optional[dict] = None) -> list:
     for run in shipped["runs"]:
         if "train_accuracy" not in run:
             raise ValueError(f"the run {run_name(run['routing'], run['depth'])}, seed {run['seed']} has no training "
-                             "accuracy: rerun scripts/dead_capsule_search.py ship")
+                             f"accuracy: {rerun('dead_capsule_search.py ship')}")
         common = {"seed": run["seed"], "accuracy": run["accuracy"], "train_accuracy": run["train_accuracy"]}
         records.append({"router": run_name(run["routing"], run["depth"]), **common,
                         "dead_rate": hidden_dead_rate(run["table"]),

@@ -39,7 +39,7 @@ from ..measures.activity import activity_profile, middle_share
 from ..models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from ..models.capsnet import BackboneConfig
 from ..training import History, Schedule, fit, outputs
-from .common import shipped_results
+from .common import rerun, shipped_results
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "matched_class_dim", "train_network", "run_ladder_study",
            "primary_capsules", "activity_profiles", "coupling_profile", "shipped_ladder_runs", "LADDER_CLAIMS",
@@ -362,7 +362,7 @@ def ladder_claim_records(shipped: dict | None = None) -> list:
         for seed, run in seeds.items():
             missing = [f for f in ("train_accuracy", "step_seconds", "clean_correct") if f not in run]
             if missing:
-                raise ValueError(f"{name}, seed {seed} has no {', '.join(missing)}: rerun scripts/ladder_longer_run.py")
+                raise ValueError(f"{name}, seed {seed} has no {', '.join(missing)}: {rerun('ladder_longer_run.py')}")
             record = {"router": name, "seed": int(seed), "accuracy": run["clean_accuracy"],
                       "affine_accuracy": run["affine_accuracy"], "correct": run["clean_correct"],
                       "affine_correct": run["affine_correct"], "middle_share": middle_share(run["activity_profile"]),

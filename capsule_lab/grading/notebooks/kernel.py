@@ -179,6 +179,24 @@ def _started_and_executed(make_client, env, tries: int = _START_TRIES):
             time.sleep(0.5 * attempt)
 
 
+#: What to install where no kernel can run a notebook: the extra that brings ipykernel and nbconvert (a plain
+#: ``pip install capsule-lab`` does not, so that the package stays light where only its modules are used).
+NOTEBOOKS_EXTRA = 'pip install "capsule-lab[notebooks]"'
+
+
+def missing_kernel_advice(error: BaseException, kernel_name: str) -> str:
+    """The sentence added to a kernel that could not start, when the cause is a missing kernel (no kernel spec named
+    ``kernel_name``, or no ``ipykernel`` to run one): what to install. Empty for any other cause. Chapters 01–08
+    (``capsule-lab grade``)."""
+    import importlib.util
+
+    missing_spec = type(error).__name__ == "NoSuchKernel"
+    if not missing_spec and importlib.util.find_spec("ipykernel") is not None:
+        return ""
+    what = f"no Jupyter kernel named {kernel_name!r}" if missing_spec else "ipykernel is not installed"
+    return f"; {what}: install what running and grading notebooks needs with `{NOTEBOOKS_EXTRA}` (ipykernel, nbconvert)"
+
+
 def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str = "python3",
                  env: dict | None = None, memory_limit_mb: float | None = None,
                  cpu_limit_s: float | None = None) -> dict:
@@ -230,7 +248,8 @@ def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str
                     f"{why} (killed by SIGXCPU; raise the limit with `capsule-lab grade --cpu-limit S`)")})
         elif error is not None:  # a broken kernel spec, a failed start: report, don't crash a batch
             if client.current_cell is None:
-                report["kernel_error"] = f"{type(error).__name__}: {error} ({_START_TRIES} starts tried)"
+                report["kernel_error"] = (f"{type(error).__name__}: {error} ({_START_TRIES} starts tried)"
+                                          + missing_kernel_advice(error, kernel_name))
             else:
                 report["aborted"] = f"{type(error).__name__}: {error}; later cells were not run"
         report["cell_errors"] += [{**e, "cell": e["cell"] + start} for e in client.cell_errors]

@@ -61,9 +61,10 @@ def _peak_memory_mb(name, settings, seed, images, labels, device, custom, amp=Fa
 def measure_network(net: nn.Module, test: TensorDataset, affine: TensorDataset, batch_size: int = 500, device="cpu",
                     amp: bool = False) -> dict:
     """Measure a trained network on the clean and the affine test sets (one pass over each,
-    :func:`capsule_lab.measures.parse_trees.collect_parse_trees`): ``accuracy``, ``affine_accuracy``, ``correct``, ``affine_correct`` (0/1
-    strings), ``entropy``, ``keys``, ``levels``, ``normalize_over``, ``dyr``, ``dead_primary``, ``dead_class`` (see the
-    module docstring; the routing measures come from the clean images). Chapter 08.
+    :func:`capsule_lab.measures.parse_trees.collect_parse_trees`): ``accuracy``, ``affine_accuracy``, ``correct``,
+    ``affine_correct`` (0/1 strings), ``entropy``, ``keys``, ``levels``, ``normalize_over``, ``dyr``,
+    ``dead_primary``, ``dead_class`` (see the module docstring; the routing measures come from the clean images).
+    Chapter 08.
     """
     primary, scores = [], []
 

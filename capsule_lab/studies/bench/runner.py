@@ -71,7 +71,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..._checks import check_positive_int
-from ..common import RESULTS
+from ..common import RESULTS, rerun
 from .entries import _cached, _check_settings, bench_data, bench_entry
 from .records import RECORD_FIELDS, _settings_record, record_key, train_record
 from .settings import SETTINGS, RouterBenchSettings
@@ -198,11 +198,11 @@ def shipped_longer_run(report: str = "router_bench_long") -> tuple[RouterBenchSe
                                    saved["seeds"], saved["routers"])
     if _settings_record(settings) != saved:                                  # as JSON: tuples read back as lists
         raise ValueError("the longer run was trained with settings that differ from the quick profile's in more than "
-                         "sizes, epochs and seeds: rerun scripts/router_bench_longer_run.py")
+                         f"sizes, epochs and seeds: {rerun('router_bench_longer_run.py')}")
     missing = [(name, seed) for name in settings.routers for seed in settings.seeds
                if not (LONGER_RUN / f"{record_key(name, seed, settings)}.json").exists()]
     if missing:
-        raise ValueError(f"{LONGER_RUN} lacks the records of {missing}: rerun scripts/router_bench_longer_run.py")
+        raise ValueError(f"{LONGER_RUN} lacks the records of {missing}: {rerun('router_bench_longer_run.py')}")
     records = run_router_bench(settings, cache=LONGER_RUN, device="cpu", progress=False)
     return settings, records, provenance
 
