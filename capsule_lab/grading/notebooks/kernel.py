@@ -28,10 +28,7 @@ from ..engine.processes import DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cp
 __all__ = ["TIMEOUT_ENAME", "run_notebook"]
 
 TIMEOUT_ENAME = "CellTimeoutError"
-# what the warm-up imports: the package, and torch's compiler settings, which the first call of
-# torch.use_deterministic_algorithms (every chapter's setup cell, through seed_everything) imports: 4.2 s measured
-# here, which on a busy machine took a 5 s cell limit (CI's grading test) on an honest setup cell
-_WARM_UP = '__import__("capsule_lab.grading"), __import__("torch._inductor.config")'
+_WARM_UP = '__import__("capsule_lab.grading")'
 _WARM_UP_TIMEOUT = 300.0
 _MAX_OUTPUT_CHARS = 200_000  # per cell; more is dropped (a student printing in a loop must not exhaust memory)
 _START_TRIES = 3  # a kernel that dies before its first cell is started again: ports are picked, freed, then bound,
@@ -85,9 +82,8 @@ def _grading_client_class():
             return km
 
         async def _warm_up(self, notebook):
-            """Import the package (torch included, and what the setup cell's seeding imports) before the first
-            cell, so that the per-cell time limit measures the student's code, not the libraries' imports; binds no
-            name in the kernel."""
+            """Import the package (torch included) before the first cell, so that the per-cell time limit
+            measures the student's code, not the library's import; binds no name in the kernel."""
             from queue import Empty
 
             from jupyter_core.utils import ensure_async
