@@ -15,13 +15,13 @@ import re
 from pathlib import Path
 
 from .._checks import check_one_of
+from .smoke import CHAPTERS
 
 __all__ = ["DRIVE", "checkpoint_dir", "checkpoint_path"]
 
 #: Google Drive's own folder when Colab has mounted Drive (``from google.colab import drive;
 #: drive.mount("/content/drive")``).
 DRIVE = Path("/content/drive/MyDrive")
-_CHAPTERS = ("02", "03", "04", "05", "06", "07", "08")
 
 
 def checkpoint_dir() -> Path:
@@ -40,7 +40,7 @@ def checkpoint_path(chapter: str, network: str, profile: str, seed: int = 0) -> 
     """The checkpoint file of one training run of a chapter: ``<checkpoint_dir()>/<chapter>/<profile>-<network>-seed
     <seed>.pt``, the network's name made safe for a file name (``"capsnet r=3"`` → ``capsnet-r-3``). Pass it to
     :func:`capsule_lab.training.fit` as ``checkpoint=``. Chapters 02–08."""
-    check_one_of(chapter, _CHAPTERS, "chapter")
+    check_one_of(chapter, CHAPTERS, "chapter")          # the chapters that train a network
     for name, value in (("network", network), ("profile", profile)):
         if not isinstance(value, str) or not re.search(r"[A-Za-z0-9]", value):
             raise ValueError(f"{name} must be a name with a letter or digit in it, got {value!r}")
