@@ -319,7 +319,11 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, hi
 def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, map_location="cpu") -> History | None:
     """Load a checkpoint written by :func:`save_checkpoint` (safely: ``weights_only=True``); return its history.
     Chapter 02."""
-    blob = torch.load(path, map_location=map_location, weights_only=True)
+    return _load_state(torch.load(path, map_location=map_location, weights_only=True), model, optimizer)
+
+
+def _load_state(blob: dict, model: torch.nn.Module, optimizer=None) -> History | None:
+    """A checkpoint's model (and optimiser) state loaded into ``model`` (and ``optimizer``); its history."""
     model.load_state_dict(blob["model"])
     if optimizer is not None and blob.get("optimizer") is not None:
         optimizer.load_state_dict(blob["optimizer"])
@@ -338,13 +342,12 @@ def _resume(path, run: dict, model, optimizer, scheduler, scaler, generator, dev
         raise ValueError(f"{path} was saved by a run with other settings ({', '.join(differs)}: "
                          f"{ {k: saved['run'].get(k) for k in differs} } there, { {k: run[k] for k in differs} } "
                          "here): delete it or pass another checkpoint path")
-    model.load_state_dict(blob["model"])
-    optimizer.load_state_dict(blob["optimizer"])
+    history = _load_state(blob, model, optimizer)
     scheduler.load_state_dict(saved["scheduler"])
     if saved["scaler"] and scaler.is_enabled():         # a CPU's or a bfloat16 run's scaler saved nothing to load
         scaler.load_state_dict(saved["scaler"])
     generator.set_state(saved["generator"].cpu())
-    return int(saved["epoch"]), History.from_dict(blob["history"])
+    return int(saved["epoch"]), history
 
 
 @contextmanager
