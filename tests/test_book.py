@@ -573,3 +573,54 @@ def test_page_works_in_browser(context, server: str, page_name: str):
     assert not page_errors, f"{page_name} ({width}): uncaught JavaScript errors: {page_errors}"
     assert not console_errors, f"{page_name} ({width}): console errors: {console_errors}"
     assert not problems, f"{page_name} ({width}):\n  " + "\n  ".join(problems)
+
+
+# ---------------------------------------------------------------- a chapter as Jupyter shows it
+def _chapter_text_checks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("test_chapter_text", ROOT / "tests" / "test_chapter_text.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CHAPTER_NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", CHAPTER_NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_rendered_as_jupyter_shows_no_markup_and_its_links_land(browser, path: Path):
+    """The chapter exported by nbconvert (Jupyter's Markdown rendering, no MyST) and opened in Chromium: no raw role,
+    directive or label in the text a reader sees; every citation and equation link scrolls to its target in the
+    same page; the reference list is there."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    checks = _chapter_text_checks()
+    body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.read(path, as_version=4))
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.route("**/*", lambda route: route.abort())  # nothing leaves the page: what it shows is in it
+        page.set_content(f"<!doctype html><html lang='en'><body>{body}</body></html>")
+        text = page.evaluate("""() => Array.from(document.querySelectorAll('.text_cell_render'))
+                                      .map(cell => cell.innerText).join('\\n')""")
+        assert len(text) > 1000, f"{path.name}: no Markdown cell found in nbconvert's page"
+        raw = [f"{kind}: {m.group(0)!r}" for kind, pattern in checks.MYST_CONSTRUCTS.items()
+               for m in pattern.finditer(text)]
+        assert raw == [], f"{path.name} shows MyST markup in Jupyter: {raw}"
+        links = page.evaluate("""() => Array.from(document.querySelectorAll('a[href^="#ref-"], a[href^="#eq-"]'))
+                                     .map(a => a.getAttribute('href').slice(1))""")
+        assert links, f"{path.name}: no citation or equation link"
+        missing = page.evaluate("ids => ids.filter(id => !document.getElementById(id))", sorted(set(links)))
+        assert missing == [], f"{path.name}: links to no anchor: {missing}"
+        # Follow the last link (the furthest down the list is the hardest to reach): its target comes into view.
+        target = links[-1]
+        page.evaluate("id => window.scrollTo(0, 0)", target)
+        page.locator(f'a[href="#{target}"]').last.click()
+        top = page.evaluate("id => document.getElementById(id).getBoundingClientRect().top", target)
+        assert -2 <= top < 900, f"{path.name}: following #{target} left it at {top} px"
+        listed = page.evaluate("() => document.querySelectorAll('li a[id^=\"ref-\"]').length")
+        cited = len({link for link in links if link.startswith("ref-")})
+        assert listed == cited, f"{path.name}: {cited} works cited, {listed} in its reference list"
+    finally:
+        page.close()

@@ -163,3 +163,29 @@ def test_chapters_link_the_repository_files_a_pip_install_lacks():
                 assert f"]({repo.file_prefix()}{file})" in text, (path.name, file)
                 assert (ROOT / file).is_file(), (path.name, file)
     assert named >= 7
+
+
+def test_colab_links_between_notebooks_become_book_links():
+    """book/_ext/own_notebook_links.py: a Colab link to a notebook the book has becomes a link to its page (with
+    its fragment); one to a notebook the book does not publish (solutions/) stays a Colab link."""
+    links = _load(ROOT / "book" / "_ext" / "own_notebook_links.py", "own_notebook_links")
+    colab = "https://colab.research.google.com/github/capsule-lab/capsule-lab/blob/main/"
+    docs = {"chapters/02_dynamic_routing", "exercises/02_dynamic_routing"}
+    assert links.book_page(colab + "chapters/02_dynamic_routing.ipynb", docs) == ("chapters/02_dynamic_routing", "")
+    assert links.book_page(colab + "exercises/02_dynamic_routing.ipynb#task-1", docs) == (
+        "exercises/02_dynamic_routing", "#task-1")
+    assert links.book_page(colab + "solutions/02_dynamic_routing.ipynb", docs) is None
+    assert links.book_page("https://github.com/capsule-lab/capsule-lab/blob/main/chapters/02_dynamic_routing.ipynb",
+                           docs) is None
+
+
+def test_notebooks_link_each_other_through_colab_not_a_relative_path():
+    """A notebook opened on its own (Colab) has no ../chapters/ or ../book/ beside it."""
+    relative = []
+    for folder in ("chapters", "exercises", "solutions"):
+        for path in sorted((ROOT / folder).glob("*.ipynb")):
+            for cell in json.loads(path.read_text(encoding="utf8"))["cells"]:
+                text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+                relative += [f"{folder}/{path.name}: {m}" for m in re.findall(r"\]\((\.\.?/[^)]*|\w+\.(?:ipynb|md))\)",
+                                                                              text)]
+    assert relative == []
