@@ -215,9 +215,14 @@ FAST_MARKS := not notebook and not book and not slow
 test-fast: $(SETUP_STAMP) data
 	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider -q -m "$(FAST_MARKS)" --durations=5
 
+# Each pass saves the chapters' training checkpoints (capsule_lab.course.checkpoints) in a folder of its own, removed
+# after: a run must train, not load what an earlier run saved, and the two passes of `make test` must not share one.
 test-notebooks: $(SETUP_STAMP)
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
-	$(NB_ENV) timeout -s INT -k 60 $(NOTEBOOK_PASS_LIMIT) $(PY) -m pytest $(NBVAL_ARGS) $(NB_XDIST) $(NOTEBOOKS)
+	@checkpoints=$$(mktemp -d); echo "checkpoints of this pass in $$checkpoints (removed after)"; \
+	CAPSULE_LAB_CHECKPOINTS=$$checkpoints $(NB_ENV) timeout -s INT -k 60 $(NOTEBOOK_PASS_LIMIT) \
+	  $(PY) -m pytest $(NBVAL_ARGS) $(NB_XDIST) $(NOTEBOOKS); \
+	status=$$?; rm -rf "$$checkpoints"; exit $$status
 
 # The notebooks under each change of CPU kernels and thread count on its own, then both together.
 test-portable: $(SETUP_STAMP) data
@@ -233,9 +238,11 @@ test-portable: $(SETUP_STAMP) data
 # ---------------------------------------------------------------- notebooks
 notebooks: $(SETUP_STAMP) data
 	@if [ -z "$(NOTEBOOKS)" ]; then echo "error: no notebooks in chapters/ or solutions/"; exit 1; fi
-	printf '%s\n' $(NOTEBOOKS) | $(NB_ENV) xargs -P 1 -I{} $(VENV)/bin/jupyter nbconvert \
-	  --to notebook --execute --inplace --ExecutePreprocessor.timeout=$(CELL_TIMEOUT) \
-	  --ExecutePreprocessor.record_timing=False {}
+	@checkpoints=$$(mktemp -d); \
+	printf '%s\n' $(NOTEBOOKS) | CAPSULE_LAB_CHECKPOINTS=$$checkpoints $(NB_ENV) xargs -P 1 -I{} \
+	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=$(CELL_TIMEOUT) \
+	  --ExecutePreprocessor.record_timing=False {}; \
+	status=$$?; rm -rf "$$checkpoints"; exit $$status
 	$(VENV)/bin/capsule-lab captions $(NOTEBOOKS)
 	$(VENV)/bin/capsule-lab assign
 

@@ -32,14 +32,15 @@ entry               concept                                                     
 ``figures``         one module per chapter's pictures, taking plain data (no study), the style and      01–08
                     each figure's alt text and caption
 ``widgets``         interactive explorers by concept, each with a static figure for the book            02–07
-``studies``         one chapter's experiment each, owning its quick and full ``SETTINGS``, runs,        03–08
-                    records and claims; the bench a sub-package
+``studies``         one chapter's experiment each, owning its quick, gpu and full ``SETTINGS``,       03–08
+                    runs, records and claims; the bench a sub-package
 ``course``          the course's machinery: profiles and a chapter's setup, tolerance bands, the        01–08
-                    smoke run, the epoch timing, where checkpoints go
+                    smoke run, epoch timing, a training's cost, checkpoints, cluster jobs
 ``grading``         exercises: task content (``tasks``), the checking engine (``engine``), notebooks    exercises
                     graded and reported (``notebooks``)
 ``cli``             the ``capsule-lab`` command: ``data``, ``assign``, ``grade``, ``grade-merge``,       —
-                    ``captions``, ``bench``, ``smoke``
+                    ``captions``, ``bench``, ``smoke``,
+                    ``cluster``
 ``rem``             the course design's binding names ``capsule_lab.rem.*``, re-exported from           05
                     ``measures``
 ``diagnostics``     the course design's binding names ``capsule_lab.diagnostics.*``, re-exported        04

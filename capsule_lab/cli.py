@@ -30,6 +30,16 @@
                                                     one timed epoch of each chapter's main network:
                                                     seconds per epoch, peak GPU memory, test accuracy
                                                     after it, as JSON (book/setup.md; run it on a GPU)
+    capsule-lab cluster tasks CHAPTER [--profile P] [--seeds S...]
+                                                    a chapter's multi-seed run as tasks, one per network
+                                                    and seed: their indices and the --array to submit
+    capsule-lab cluster run CHAPTER [--task K] [--out DIR] [--profile P] [--seeds S...] [--device D]
+                                [--source S]
+                                                    train task K alone (default: $SLURM_ARRAY_TASK_ID),
+                                                    resuming from its checkpoint; one record file in DIR
+    capsule-lab cluster merge CHAPTER [DIR...] [--out FILE] [--profile P] [--seeds S...]
+                                                    the tasks' records checked and joined into the report
+                                                    the chapter reads (chapters 04-08, book/setup.md)
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its arguments to a parser and a
 function that runs it and returns the exit status. A new subcommand is a new entry.
@@ -259,7 +269,8 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
     p.add_argument("--profile", choices=["quick", "full"], default=None,
                    help="steps: slim networks (quick, the default) or the papers' sizes (full); routers: the "
-                        "chapter 08 settings (default: full with CUDA, quick without, or $CAPSULE_LAB_PROFILE)")
+                        "chapter 08 settings (default: $CAPSULE_LAB_PROFILE, else gpu with CUDA, whose bench is the "
+                        "quick one, and quick without)")
     p.add_argument("--batch", type=int, default=100, help="steps: images per training step (the paper: 100)")
     p.add_argument("--seeds", type=int, default=None, metavar="N",
                    help="routers: seeds 0 … N-1 (default: the profile's)")
@@ -319,7 +330,7 @@ def _bench_routers(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- smoke
 
 def _smoke_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", choices=["quick", "full"], default="full",
+    p.add_argument("--profile", choices=["quick", "gpu", "full"], default="full",
                    help="the profile whose networks and data are built (default: full)")
     p.add_argument("--chapters", nargs="+", default=None, metavar="NN",
                    help="chapters to smoke (default: 02 03 04 05 06 07 08)")
@@ -394,6 +405,80 @@ def _smoke_epoch(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- cluster
+
+CLUSTER_EPILOG = """\
+A chapter's full multi-seed run (chapters 04-08) as independent tasks, one per network and seed, numbered
+0 ... N-1 seed by seed (capsule_lab.course.cluster): `tasks` lists them and the --array of a Slurm job array
+that runs them all; `run` trains one task alone, its index from --task or $SLURM_ARRAY_TASK_ID, checkpointing
+every epoch (a preempted or requeued task resumes at its last epoch; chapter 05 and chapter 08's REM-pruned
+router start again) and writes one record file to DIR; a task whose record is there already returns at once.
+`merge` checks the records of every task (the same settings, data source and precision; no task missing,
+none twice with different records) and joins them into one JSON report in the shape the chapter reads.
+Give `run` and `merge` the same --profile and --seeds, and merge's DIRs right after CHAPTER.
+
+exit status: 0 when the task ran (or was done) or the merge was written; 2 for bad arguments or a merge
+that refuses its records (the message says which and why); 1 when training failed."""
+
+
+def _cluster_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = CLUSTER_EPILOG
+    p.add_argument("action", choices=["tasks", "run", "merge"],
+                   help="tasks: list the run's tasks; run: train one task; merge: join the tasks' records")
+    p.add_argument("chapter", metavar="CHAPTER", help="the chapter whose run it is: 04, 05, 06, 07 or 08")
+    p.add_argument("folders", nargs="*", metavar="DIR",
+                   help="merge: the folders of the tasks' records (default: cluster-records/CHAPTER-PROFILE)")
+    p.add_argument("--profile", default="full",
+                   help="the chapter's settings under this profile: full (the papers', the default) or another")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, metavar="S",
+                   help="the run's seeds (default: the settings' own; chapters 06 and 07: those of their shipped runs)")
+    p.add_argument("--task", type=int, default=None, metavar="K",
+                   help="run: the task's index, 0 ... N-1 (default: $SLURM_ARRAY_TASK_ID)")
+    p.add_argument("--out", default=None,
+                   help="run: the folder of the record files (default: cluster-records/CHAPTER-PROFILE); merge: the "
+                        "report file (default: the first DIR with .json)")
+    p.add_argument("--device", default=None, help="run: cpu or cuda (default: cuda if available)")
+    p.add_argument("--source", choices=["offline", "torchvision", "auto"], default=None,
+                   help="run: where the images come from (default: the profile's, torchvision for full: MNIST's "
+                        "60,000; download it once with `capsule-lab data --online` before submitting)")
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from .course.cluster import array_ranges, chapter_tasks, merge_records, record_path, run_task, task_index, \
+        write_report
+
+    tasks = chapter_tasks(args.chapter, args.profile, args.seeds)
+    records = f"cluster-records/{args.chapter}-{args.profile}"
+    command = "capsule-lab cluster " + " ".join(args.argv)
+    if args.action == "tasks":
+        networks = len({t.network for t in tasks})
+        print(f"chapter {args.chapter}, profile {args.profile}: {len(tasks)} tasks ({networks} networks × "
+              f"{len(tasks) // networks} seeds), --array={array_ranges(t.index for t in tasks)}")
+        print(f"{'task':>4}  {'seed':>4}  network")
+        for t in tasks:
+            print(f"{t.index:>4}  {t.seed:>4}  {t.network}")
+        return 0
+    if args.action == "run":
+        if args.folders:
+            raise ValueError(f"run takes no folders (got {' '.join(args.folders)}): give the records' folder as --out")
+        k = task_index(args.task)
+        done = k < len(tasks) and record_path(args.out or records, tasks[k]).exists()
+        path, document = run_task(args.chapter, k, args.profile, args.seeds, out=args.out or records,
+                                  device=args.device, source=args.source, command=command)
+        how = ("already done" if done else
+               "resumed from its checkpoint" if document["provenance"]["resumed"] else "trained")
+        print(f"task {k} of {len(tasks)} ({document['network']}, seed {document['seed']}): {how}, {path}")
+        return 0
+    folders = args.folders or [records]
+    report = merge_records(args.chapter, folders, args.profile, args.seeds, command=command)
+    out = write_report(report, args.out or f"{Path(folders[0])}.json")
+    p = report["provenance"]
+    print(f"{p['tasks']} task record(s) of chapter {args.chapter}'s {args.profile} run merged into {out} "
+          f"({p['seconds'] / 3600:.2f} h of task time, {p['precision']}, data {p['source']})")
+    return 0
+
+
 # ---------------------------------------------------------------- captions
 
 def _captions_arguments(p: argparse.ArgumentParser) -> None:
@@ -421,6 +506,8 @@ COMMANDS: dict[str, Command] = {
                      _bench_arguments, _bench),
     "smoke": Command("build every chapter's networks and data, two training steps and one evaluation batch each",
                      _smoke_arguments, _smoke),
+    "cluster": Command("a chapter's multi-seed run as Slurm array tasks: list them, run one, merge their records",
+                       _cluster_arguments, _cluster),
 }
 
 

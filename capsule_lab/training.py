@@ -86,6 +86,9 @@ class History:
     test_accuracy: list = field(default_factory=list)
     lr: list = field(default_factory=list)
     seconds: list = field(default_factory=list)
+    #: What ``fit``'s ``on_epoch_end`` returned after each epoch (None where it returned nothing): a measurement taken
+    #: as the model trains, kept with the history so that a run resumed or loaded from its checkpoint still has it.
+    epoch_end: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -235,10 +238,13 @@ def fit(
             again with the same path *resumes*: it loads that state and trains the epochs still to do, to the same
             weights as a run never interrupted; a run already finished loads and returns at once. The checkpoint
             must come from the same settings (all but ``epochs``, which may grow), else ``ValueError``.
-            ``on_epoch_end`` is called only for the epochs trained in this call.
+            ``on_epoch_end`` is called only for the epochs trained in this call; what it returned for the earlier
+            ones comes back with the saved history (``History.epoch_end``).
         progress: show a tqdm progress bar.
         on_epoch_end: called as ``on_epoch_end(epoch, model)`` after every epoch (after the evaluation),
-            e.g. to measure something about the model as it trains (chapter 03 measures gradients).
+            e.g. to measure something about the model as it trains (chapter 03 measures gradients); what it returns
+            is appended to ``History.epoch_end`` and saved with a checkpoint (keep it to numbers, strings, tensors,
+            lists and dicts of them: a checkpoint loads nothing else).
 
     Chapter 02 (the SGD option: chapter 04).
     """
@@ -280,13 +286,12 @@ def fit(
         history.seconds.append(time.perf_counter() - start)
         if test is not None:
             history.test_accuracy.append(evaluate(model, test, device=device, amp=amp))
+        history.epoch_end.append(on_epoch_end(epoch, model) if on_epoch_end is not None else None)
+        model.train()
         if checkpoint is not None:
             save_checkpoint(checkpoint, model, optimizer, history, resume={
                 "run": run, "epoch": epoch, "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
                 "generator": generator.get_state()})
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, model)
-            model.train()
     return history
 
 

@@ -189,3 +189,23 @@ def test_notebooks_link_each_other_through_colab_not_a_relative_path():
                 relative += [f"{folder}/{path.name}: {m}" for m in re.findall(r"\]\((\.\.?/[^)]*|\w+\.(?:ipynb|md))\)",
                                                                               text)]
     assert relative == []
+
+
+def test_a_tagged_multiline_equation_reaches_mathjax_as_written():
+    """book/_ext/tagged_math.py: Sphinx would wrap an equation with a line break in ``split``, where MathJax refuses
+    ``\\tag``; such an equation goes out as written between ``\\[`` and ``\\]``, any other is left to Sphinx."""
+    from docutils import nodes
+    from docutils.utils import new_document
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+
+    tagged = _load(ROOT / "book" / "_ext" / "tagged_math.py", "tagged_math")
+    doc = new_document("test", get_default_settings(Parser))
+    aligned = "\\begin{aligned} a &= 1 \\\\ b &= 2 \\end{aligned} \\tag{2.7}"
+    blocks = [nodes.math_block(text, text) for text in (aligned, "c = 3 \\tag{2.8}", "d \\\\ e")]
+    for block in blocks:
+        block["nowrap"] = False
+        doc += block
+    tagged._as_written(None, doc)
+    assert blocks[0]["nowrap"] and blocks[0].astext() == "\\[" + aligned + "\\]"
+    assert not blocks[1]["nowrap"] and not blocks[2]["nowrap"] and blocks[2].astext() == "d \\\\ e"

@@ -20,8 +20,30 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_chapter_has_a_quick_and_a_full_entry_of_one_type():
     for chapter, entries in CHAPTER_SETTINGS.items():
-        assert set(entries) == set(PROFILES), chapter
+        assert set(entries) == set(PROFILES) == {"quick", "gpu", "full"}, chapter
         assert len({type(s) for s in entries.values()}) == 1, chapter
+
+
+# What a chapter's cells loop over (seeds, depths, Ks, routers, datasets): the gpu profile keeps the quick profile's,
+# which the cells and their tables are laid out for; it changes the networks, the data and the schedule.
+LAYOUT_FIELDS = {"04": ("seeds", "depths"), "05": ("datasets", "seeds", "single_shot"), "06": ("ks",),
+                 "07": ("routers", "datasets"), "08": ("routers", "seeds")}
+
+
+def test_the_gpu_profile_keeps_the_quick_layout_with_the_papers_networks():
+    for chapter, fields in LAYOUT_FIELDS.items():
+        gpu, quick = CHAPTER_SETTINGS[chapter]["gpu"], CHAPTER_SETTINGS[chapter]["quick"]
+        for name in fields:
+            assert len(getattr(gpu, name)) == len(getattr(quick, name)) if name == "ks" else \
+                getattr(gpu, name) == getattr(quick, name), (chapter, name)
+    full = CHAPTER_SETTINGS
+    assert full["03"]["gpu"].capsnet == full["03"]["full"].capsnet == CapsNetConfig.sabour()
+    assert full["04"]["gpu"].config == full["04"]["full"].config == DeepCapsNetConfig.paper()
+    assert full["05"]["gpu"].capsnet == full["05"]["full"].capsnet
+    assert full["06"]["gpu"].ks == full["06"]["full"].ks and full["06"]["gpu"].ladder == full["06"]["full"].ladder
+    assert full["07"]["gpu"].capsnet == full["07"]["full"].capsnet
+    assert full["08"]["gpu"] is full["08"]["quick"]                   # the shipped CPU records, read as on a CPU
+    assert PROFILES["gpu"].capsnet == PROFILES["full"].capsnet and PROFILES["gpu"].data_source == "torchvision"
 
 
 def test_chapter_settings_by_profile_object_name_and_environment(monkeypatch):

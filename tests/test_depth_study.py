@@ -95,6 +95,20 @@ def test_same_seed_same_run_and_the_optimiser_changes_it():
     assert not torch.equal(a.model.layers[0].weight, c.model.layers[0].weight)
 
 
+def test_a_checkpointed_run_loads_instead_of_training_again(tmp_path):
+    """Chapter 04's cells save each run: run again, a finished one loads the same weights without training (its
+    recorded seconds are the first run's); a tracked run, whose per-step record a checkpoint does not keep, refuses."""
+    settings, train, test = _tiny()
+    path = tmp_path / "depth2.pt"
+    first = train_depth_run(settings, 2, "uniform", 1, train=train, test=test, checkpoint=path)
+    again = train_depth_run(settings, 2, "uniform", 1, train=train, test=test, checkpoint=path)
+    assert path.exists() and again.history.seconds == first.history.seconds
+    assert all(torch.equal(p, q) for p, q in zip(first.model.parameters(), again.model.parameters()))
+    assert again.record.accuracy == first.record.accuracy
+    with pytest.raises(ValueError, match="track and checkpoint exclude each other"):
+        train_depth_run(settings, 2, "uniform", 1, train=train, test=test, track=True, checkpoint=path)
+
+
 def test_bad_overrides_are_refused():
     settings, train, test = _tiny()
     for config in ({"router": "uniform"}, {"routing_layers": 2}, {"nope": 1}, [("squash", "exp")]):

@@ -61,6 +61,8 @@ def test_default_profile_follows_cuda(monkeypatch):
     prof = get_profile()
     assert prof.name == "quick" and prof.device == "cpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert profile_name() == "gpu"                          # sized to a Colab session; full is opt-in
+    monkeypatch.setenv("CAPSULE_LAB_PROFILE", "full")
     assert profile_name() == "full"
 
 
@@ -468,7 +470,8 @@ def test_fit_rejects_unknown_optimizers_and_bad_momentum():
 
 
 class _Interrupted(Exception):
-    """A disconnect, simulated: raised from on_epoch_end once the epoch's checkpoint is written."""
+    """A disconnect, simulated: raised from on_epoch_end, before that epoch's checkpoint is written (the previous
+    epoch's is the last one on disk)."""
 
 
 def _resume_run(checkpoint=None, epochs=4, stop_after=None, **changes):
@@ -494,7 +497,7 @@ def test_an_interrupted_fit_resumes_to_the_same_weights_as_one_never_interrupted
     straight, straight_history = _resume_run()
     path = tmp_path / "run.pt"
     with pytest.raises(_Interrupted):
-        _resume_run(path, stop_after=2)                                        # cut after epoch 2
+        _resume_run(path, stop_after=3)                             # cut in epoch 3: epoch 2's checkpoint is the last
     assert torch.load(path, weights_only=True)["resume"]["epoch"] == 2
     trained_on = []
     resumed, resumed_history = _resume_run(path, on_epoch_end=lambda epoch, _m: trained_on.append(epoch))
@@ -509,6 +512,28 @@ def test_an_interrupted_fit_resumes_to_the_same_weights_as_one_never_interrupted
     longer, longer_history = _resume_run(path, epochs=5)
     assert longer_history.epoch == [1, 2, 3, 4, 5]
     assert not list(tmp_path.glob("*.partial"))                                 # written whole, then renamed
+
+
+def test_what_on_epoch_end_measured_comes_back_with_a_resumed_or_loaded_run(tmp_path):
+    """Chapter 03 measures gradients after every epoch: a run cut and resumed, or finished and loaded, still has
+    every epoch's measurement (saved with the history), equal to an uninterrupted run's."""
+    def measure(epoch, model):
+        if epoch == stop["at"]:
+            raise _Interrupted(epoch)
+        return {"epoch": epoch, "weight_norm": sum(p.detach().norm() for p in model.parameters()).item()}
+
+    stop = {"at": None}
+    _, straight = _resume_run(on_epoch_end=measure)
+    assert [m["epoch"] for m in straight.epoch_end] == [1, 2, 3, 4]
+    path = tmp_path / "run.pt"
+    stop["at"] = 3
+    with pytest.raises(_Interrupted):
+        _resume_run(path, on_epoch_end=measure)
+    stop["at"] = None
+    _, resumed = _resume_run(path, on_epoch_end=measure)
+    assert resumed.epoch_end == straight.epoch_end
+    _, loaded = _resume_run(path, on_epoch_end=lambda epoch, model: pytest.fail("a finished run trains nothing"))
+    assert loaded.epoch_end == straight.epoch_end
 
 
 def test_a_checkpoint_of_other_settings_is_refused_by_name(tmp_path):

@@ -56,7 +56,7 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
         return Path(root)
     if os.environ.get("CAPSULE_LAB_DATA"):
         return Path(os.environ["CAPSULE_LAB_DATA"])
-    checkout = Path(__file__).resolve().parents[1]
+    checkout = Path(__file__).resolve().parents[2]        # capsule_lab/data/sources.py → the repository root
     if (checkout / "pyproject.toml").exists():
         return checkout / "data"
     return Path.home() / ".cache" / "capsule-lab"

@@ -36,7 +36,7 @@ from ..routing import RouterSpec, router_kind
 from ..training import History, Schedule, fit
 from .common import RESULTS, rerun, shipped_results
 
-__all__ = ["ROUTINGS", "DepthRun", "depth_study_data", "routing_spec", "train_depth_run", "hidden_dead_rate",
+__all__ = ["ROUTINGS", "DepthRun", "depth_study_data", "routing_spec", "depth_network", "train_depth_run", "hidden_dead_rate",
            "search_results", "shipped_runs", "run_name", "DEPTH_CLAIMS", "depth_claim_records", "depth_verdicts",
            "DepthStudySettings", "SETTINGS"]
 
@@ -118,22 +118,10 @@ def routing_spec(settings: DepthStudySettings, routing: str, **changes) -> Route
     return replace(spec, **{k: v for k, v in changes.items() if k in read})
 
 
-def train_depth_run(settings: DepthStudySettings, depth: int, routing: str, seed: int, train: Dataset,
-                    test: Dataset, device="cpu", amp: bool = False, track: bool = False, *,
-                    optimizer: Optional[str] = None, momentum: Optional[float] = None,
-                    config: Optional[dict] = None) -> DepthRun:
-    """Train one DeepCapsNet with ``depth`` routing layers and ``routing`` ("dynamic" or "uniform",
-    :func:`routing_spec`) under ``settings``, seeded by ``seed`` (initial weights and shuffling), and measure its
-    capsules on ``test``.
-
-    ``track=True`` records per-step capsule lengths and gradient norms (costs a little time).
-
-    Overrides, for the search of what makes capsules die (``scripts/dead_capsule_search.py``): ``optimizer``
-    (``"adam"`` or ``"sgd"``) and ``momentum`` replace the schedule's; ``config`` is a dict of
-    :class:`~capsule_lab.models.DeepCapsNetConfig` changes applied to ``settings.config`` (e.g.
-    ``{"squash": "sabour", "init_std": 0.5}``; not ``routing_layers`` or ``router``, which are ``depth`` and
-    ``routing``) and of the dynamic router's ``iterations`` and ``prior_std``. Chapter 04.
-    """
+def depth_network(settings: DepthStudySettings, depth: int, routing: str, config: Optional[dict] = None) -> DeepCapsNet:
+    """The DeepCapsNet :func:`train_depth_run` trains: ``depth`` routing layers, ``routing`` ("dynamic" or "uniform"),
+    ``config`` its changes to ``settings.config`` (see there), initialised from torch's random state as it is.
+    Chapter 04 (its cells time one step of it before they train)."""
     _check_settings(settings)
     check_positive_int(depth, "depth")
     fields = (set(DeepCapsNetConfig.__dataclass_fields__) - {"routing_layers", "router"}) | {"iterations", "prior_std"}
@@ -143,12 +131,36 @@ def train_depth_run(settings: DepthStudySettings, depth: int, routing: str, seed
     config = dict(config or {})
     router = {k: config.pop(k) for k in ("iterations", "prior_std") if k in config}
     spec = routing_spec(settings, routing, **router)
-    net_config = replace(settings.config, routing_layers=depth, router=spec, **config)
+    return DeepCapsNet(replace(settings.config, routing_layers=depth, router=spec, **config))
+
+
+def train_depth_run(settings: DepthStudySettings, depth: int, routing: str, seed: int, train: Dataset,
+                    test: Dataset, device="cpu", amp: bool = False, track: bool = False, *,
+                    optimizer: Optional[str] = None, momentum: Optional[float] = None,
+                    config: Optional[dict] = None, checkpoint=None) -> DepthRun:
+    """Train one DeepCapsNet with ``depth`` routing layers and ``routing`` ("dynamic" or "uniform",
+    :func:`routing_spec`) under ``settings``, seeded by ``seed`` (initial weights and shuffling), and measure its
+    capsules on ``test``.
+
+    ``track=True`` records per-step capsule lengths and gradient norms (costs a little time).
+    ``checkpoint``: a file :func:`~capsule_lab.training.fit` saves the run to after every epoch and resumes it from (a
+    finished run loads instead of training); not with ``track``, whose per-step record a checkpoint does not keep.
+
+    Overrides, for the search of what makes capsules die (``scripts/dead_capsule_search.py``): ``optimizer``
+    (``"adam"`` or ``"sgd"``) and ``momentum`` replace the schedule's; ``config`` is a dict of
+    :class:`~capsule_lab.models.DeepCapsNetConfig` changes applied to ``settings.config`` (e.g.
+    ``{"squash": "sabour", "init_std": 0.5}``; not ``routing_layers`` or ``router``, which are ``depth`` and
+    ``routing``) and of the dynamic router's ``iterations`` and ``prior_std``. Chapter 04.
+    """
+    _check_settings(settings)
+    if track and checkpoint is not None:
+        raise ValueError("track and checkpoint exclude each other: a tracked run records every step's gradients, "
+                         "which a checkpoint does not keep (a resumed run would lack the epochs before the cut)")
     schedule = replace(settings.schedule, **{k: v for k, v in (("optimizer", optimizer), ("momentum", momentum))
                                              if v is not None})
     torch.manual_seed(seed)
-    net = DeepCapsNet(net_config).to(device)
-    options = dict(**schedule.fit_options(), seed=seed, progress=False, device=device, amp=amp)
+    net = depth_network(settings, depth, routing, config).to(device)
+    options = dict(**schedule.fit_options(), seed=seed, progress=False, device=device, amp=amp, checkpoint=checkpoint)
     gradients = None
     if track:
         with GradientTracker(net) as tracker:
@@ -283,6 +295,12 @@ SETTINGS = {
     "quick": DepthStudySettings(DeepCapsNetConfig.quick(), train_size=3000, test_size=1000,
                                 schedule=Schedule(epochs=1, batch_size=64, lr=3e-3, lr_decay=0.95),
                                 seeds=(0, 1), depths=(1, 2, 3, 4), affine_train=False),
+    # GPU: the paper's network and data (affine augmentation, 10k test digits; 50k of the 60k training digits) with the
+    # quick profile's seeds and depths, which the chapter's cells are laid out for, 2 epochs: within a Colab session
+    # on a T4.
+    "gpu": DepthStudySettings(DeepCapsNetConfig.paper(), train_size=50000, test_size=10000,
+                              schedule=Schedule(epochs=2, batch_size=128, lr=1e-3, lr_decay=0.95),
+                              seeds=(0, 1), depths=(1, 2, 3, 4), affine_train=True),
     "full": DepthStudySettings(DeepCapsNetConfig.paper(), train_size=None, test_size=10000,
                                schedule=Schedule(epochs=30, batch_size=128, lr=1e-3, lr_decay=0.95),
                                seeds=tuple(range(10)), depths=(1, 2, 3, 4, 5), affine_train=True),

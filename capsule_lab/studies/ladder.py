@@ -185,11 +185,12 @@ def matched_class_dim(ladder: LadderCapsNetConfig, capsnet: CapsNetConfig, large
 
 
 def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, device="cpu", amp: bool = False,
-                  progress: bool = False, name: str | None = None) -> TrainedNetwork:
+                  progress: bool = False, name: str | None = None, checkpoint=None) -> TrainedNetwork:
     """Train one network of the study — an L-CapsNet for a :class:`LadderCapsNetConfig`, a CapsNet for a
     :class:`CapsNetConfig` — on ``data = (train, clean, affine)`` with the settings' schedule, then test it on
     both test sets. The network is initialised from ``seed`` and shuffled with it. ``name``: the run's name
-    (default ``"ladder K=…"`` or ``"capsnet r=…"``). Chapter 06.
+    (default ``"ladder K=…"`` or ``"capsnet r=…"``). ``checkpoint``: a file :func:`~capsule_lab.training.fit` saves
+    the run to after every epoch and resumes it from (a finished run loads instead of training). Chapter 06.
     """
     settings = _check_settings(settings)
     if not isinstance(data, tuple) or len(data) != 3:
@@ -201,7 +202,7 @@ def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, 
     net = config.network()
     name = name or config.label
     history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
-                  progress=progress)
+                  progress=progress, checkpoint=checkpoint)
     clean_correct, affine_correct = (_correct(net, d, device, amp) for d in (clean, affine))
     return TrainedNetwork(name, config, history, clean_correct.sum().item() / len(clean_correct),
                           affine_correct.sum().item() / len(affine_correct), _parameters(net), sum(history.seconds),
@@ -396,6 +397,14 @@ SETTINGS = {
                             train_size=3000, test_size=1000,
                             schedule=Schedule(epochs=2, batch_size=32, lr=2e-3, lr_decay=0.9),
                             bench="quick", bench_repeats=3, profile_digit=0, profile_top=150),
+    # GPU: the paper's 40×40 networks (K = 50/70/100, Sabour's CapsNet and its matched twin) on all 60k expanded
+    # digits for 2 epochs, Table 3 timed with 5 repeats: within a Colab session on a T4.
+    "gpu": LadderSettings(LadderCapsNetConfig.paper(k=70), ks=(50, 70, 100),
+                          capsnet=CapsNetConfig.sabour(image_size=40, decoder=False),
+                          matched=CapsNetConfig.sabour(image_size=40, decoder=False, class_dim=193),
+                          train_size=None, test_size=10000,
+                          schedule=Schedule(epochs=2, batch_size=128, lr=1e-3, lr_decay=0.9),
+                          bench="full", bench_repeats=5, profile_digit=0, profile_top=300),
     # Full: the paper's 40×40 experiment — 60k expanded MNIST, 9×9 kernels (4608 capsules), K = 50/70/100,
     # Sabour's CapsNet on the same input (no decoder) and with D = 193 (76,477,184 parameters against K = 70's
     # 76,595,404); 50 epochs with the course's Sabour schedule (ours).

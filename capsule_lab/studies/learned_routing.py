@@ -206,10 +206,11 @@ def measure_couplings(model: CapsuleNetwork, data: Dataset, batch_size: int = 50
 
 
 def train_router(name: str, dataset: str, settings: LearnedRoutingSettings, data: tuple, seed: int = 0,
-                 device="cpu", amp: bool = False, progress: bool = False) -> RouterRun:
+                 device="cpu", amp: bool = False, progress: bool = False, checkpoint=None) -> RouterRun:
     """Train :func:`build_model` ``(name, settings, seed)`` on ``data = (train, test)`` with the settings' schedule
     (shuffled with ``seed``) and the network's own loss, then measure it on the test set (:func:`measure_couplings`).
-    Chapter 07.
+    ``checkpoint``: a file :func:`~capsule_lab.training.fit` saves the run to after every epoch and resumes it from
+    (a finished run loads instead of training). Chapter 07.
     """
     settings, name = _check_settings(settings), _check_router(name)
     if not isinstance(data, tuple) or len(data) != 2:
@@ -217,7 +218,7 @@ def train_router(name: str, dataset: str, settings: LearnedRoutingSettings, data
     train, test = data
     net = build_model(name, settings, seed)
     history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
-                  progress=progress)
+                  progress=progress, checkpoint=checkpoint)
     accuracy, entropy, largest = measure_couplings(net, test, device=device, amp=amp)
     return RouterRun(name, dataset, accuracy, sum(p.numel() for p in net.parameters()),
                      sum(p.numel() for p in net.routing_parameters()), sum(history.seconds), entropy, largest, history,
@@ -225,12 +226,16 @@ def train_router(name: str, dataset: str, settings: LearnedRoutingSettings, data
 
 
 def run_routing_study(settings: LearnedRoutingSettings, data: dict, seed: int = 0, device="cpu", amp: bool = False,
-                      progress: bool = False) -> dict:
+                      progress: bool = False, checkpoints=None) -> dict:
     """Chapter 07's experiment: every router of ``settings.routers`` on every dataset of ``data``
-    (``{dataset: (train, test)}``) → ``{(dataset, router): RouterRun}``. Chapter 07.
+    (``{dataset: (train, test)}``) → ``{(dataset, router): RouterRun}``. ``checkpoints``: None, or
+    ``checkpoints(dataset, router)`` → the checkpoint file of that run (see :func:`train_router`). Chapter 07.
     """
     settings = _check_settings(settings)
-    return {(dataset, name): train_router(name, dataset, settings, pair, seed, device, amp, progress)
+    if checkpoints is not None and not callable(checkpoints):
+        raise ValueError(f"checkpoints must be None or a function (dataset, router) -> path, got {checkpoints!r}")
+    return {(dataset, name): train_router(name, dataset, settings, pair, seed, device, amp, progress,
+                                          checkpoints(dataset, name) if checkpoints else None)
             for dataset, pair in data.items() for name in settings.routers}
 
 
@@ -298,6 +303,12 @@ SETTINGS = {
                                     train_size=2000, test_size=500,
                                     schedule=Schedule(epochs=1, batch_size=64, lr=3e-3, lr_decay=0.9),
                                     votes=VOTES_07),
+    # GPU: the paper's network and routers on 24k images of each dataset for 2 epochs, tested on all 10k: within a
+    # Colab session on a T4 (the LSTM router costs as much as the two others together).
+    "gpu": LearnedRoutingSettings(ConvCapsNetConfig.paper(), ROUTERS_07, datasets=("mnist", "fashion"),
+                                  train_size=24000, test_size=None,
+                                  schedule=Schedule(epochs=2, batch_size=64, lr=3e-3, lr_decay=0.96),
+                                  step_batches=20, layer_sizes=PAPER_SIZES),
     # Full: the paper's network (Table 1, Table 2's routers) on all 60k images of each dataset, 100 epochs as the
     # paper trains, Adam 3e-3 decayed by 0.96 per epoch and batch 64 (the rate and the batch are ours: 64 keeps
     # the LSTM router's states of 3 iterations within a 16 GB GPU).

@@ -524,6 +524,13 @@ SETTINGS = {
                          train_size=3000, val_size=500, test_size=2000,
                          schedule=Schedule(epochs=4, batch_size=128, lr=3e-3, lr_decay=0.9),
                          warmup_epochs=1, rounds=3, epochs_per_round=1, amount=0.5, seeds=(0,), threads=1),
+    # GPU: the full profile's network and data on both datasets, one seed as in the quick profile, 8 epochs (2 dense,
+    # then 3 prunings of half of what is left, 2 epochs apart: 87.5 % sparse): within a Colab session on a T4.
+    "gpu": RemSettings(CapsNetConfig.sabour(decoder=False, init_std=0.1, router=RouterSpec(pose_bias=0.1)),
+                       datasets=("mnist", "fashion"), train_size=None, val_size=6000, test_size=None,
+                       schedule=Schedule(epochs=8, batch_size=128, lr=1e-3, lr_decay=0.99, max_shift=2),
+                       warmup_epochs=2, rounds=3, epochs_per_round=2, amount=0.5, seeds=(0,), threads=2,
+                       keep_every_step=False),
     "full": RemSettings(CapsNetConfig.sabour(decoder=False, init_std=0.1, router=RouterSpec(pose_bias=0.1)),
                         datasets=("mnist", "fashion"), train_size=None, val_size=6000, test_size=None,
                         schedule=Schedule(epochs=50, batch_size=128, lr=1e-3, lr_decay=0.99, max_shift=2),

@@ -130,10 +130,12 @@ def _mixed(device, amp: bool) -> bool:
 
 
 def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: int = 0, device="cpu",
-                 amp: bool = False, custom: dict | None = None, memory: bool = True) -> dict:
+                 amp: bool = False, custom: dict | None = None, memory: bool = True, checkpoint=None) -> dict:
     """One record: train :func:`build_network` ``(name, settings, seed)`` on ``data = (train, test, affine)`` with the
     settings' schedule (REM's pruning after each of its first ``rem_rounds`` epochs) and the network's own loss,
-    measure it (:func:`measure_network`), and time a fresh copy's training step and inference batch. Chapter 08.
+    measure it (:func:`measure_network`), and time a fresh copy's training step and inference batch.
+    ``checkpoint``: a file :func:`~capsule_lab.training.fit` saves the training to after every epoch and resumes it
+    from; not for a router that prunes while it trains (its masks are not in the checkpoint). Chapter 08.
     """
     settings, entry = _check_settings(settings), bench_entry(name, custom)
     if not isinstance(data, tuple) or len(data) != 3:
@@ -141,6 +143,8 @@ def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: in
     check_positive_int(seed, "seed", minimum=0)
     device = torch.device(device)
     train, test, affine = data
+    if entry.prune and checkpoint is not None:
+        raise ValueError(f"{name!r} prunes while it trains, which a checkpoint cannot resume: pass checkpoint=None")
     net = build_network(name, settings, seed, custom).to(device)
 
     def prune_after(epoch, model):
@@ -148,7 +152,7 @@ def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: in
             global_magnitude_prune(model, settings.rem_amount)
 
     history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
-                  progress=False, on_epoch_end=prune_after)
+                  progress=False, on_epoch_end=prune_after, checkpoint=checkpoint)
     seconds = sum(history.seconds)
     record = {"router": name, "seed": seed, "dataset": settings.dataset, "test_size": len(test),
               **measure_network(net, test, affine, device=device, amp=amp),
