@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import torch
+from torch.nn.utils import prune
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm.auto import tqdm
 
@@ -327,8 +328,20 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, ma
     return _load_state(torch.load(path, map_location=map_location, weights_only=True), model, optimizer)
 
 
+def _restore_pruning(model: torch.nn.Module, state: dict) -> None:
+    """Give ``model`` the reparametrisation :mod:`torch.nn.utils.prune` leaves in a pruned network's state dict
+    (``weight_orig`` and ``weight_mask`` for ``weight``) wherever ``state`` has it and ``model`` has not, so that a
+    network pruned while it trained (chapters 05 and 08) loads into a fresh copy; the masks come from ``state``."""
+    for module_name, module in model.named_modules():
+        prefix = f"{module_name}." if module_name else ""
+        for name, _ in list(module.named_parameters(recurse=False)):
+            if f"{prefix}{name}_orig" in state and f"{prefix}{name}_mask" in state:
+                prune.identity(module, name)
+
+
 def _load_state(blob: dict, model: torch.nn.Module, optimizer=None) -> History | None:
     """A checkpoint's model (and optimiser) state loaded into ``model`` (and ``optimizer``); its history."""
+    _restore_pruning(model, blob["model"])
     model.load_state_dict(blob["model"])
     if optimizer is not None and blob.get("optimizer") is not None:
         optimizer.load_state_dict(blob["optimizer"])

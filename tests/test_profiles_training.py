@@ -544,3 +544,28 @@ def test_a_checkpoint_of_other_settings_is_refused_by_name(tmp_path):
     save_checkpoint(tmp_path / "bare.pt", TinyCapsNet())
     with pytest.raises(ValueError, match="not a checkpoint fit can resume"):
         _resume_run(tmp_path / "bare.pt")
+
+
+def test_a_run_pruned_while_it_trains_resumes_to_the_same_weights(tmp_path):
+    """Chapters 05 and 08 prune a network after epochs (torch.nn.utils.prune: weight_orig and a weight_mask): a run
+    cut after its second pruning and resumed has the masks and weights of one never cut, bit for bit."""
+    from capsule_lab.measures.pruning import global_magnitude_prune, sparsity
+
+    def prune_and_stop(stop_at):
+        def after(epoch, model):
+            if epoch == stop_at:
+                raise _Interrupted(epoch)
+            if epoch <= 2:
+                global_magnitude_prune(model, 0.5)
+            return sparsity(model)["overall"]
+        return after
+
+    straight, straight_history = _resume_run(on_epoch_end=prune_and_stop(None))
+    path = tmp_path / "pruned.pt"
+    with pytest.raises(_Interrupted):
+        _resume_run(path, on_epoch_end=prune_and_stop(3))
+    resumed, resumed_history = _resume_run(path, on_epoch_end=prune_and_stop(None))
+    assert resumed_history.epoch_end == straight_history.epoch_end and straight_history.epoch_end[-1] == 0.75
+    assert set(resumed.state_dict()) == set(straight.state_dict())               # weight_orig and weight_mask
+    for k, v in straight.state_dict().items():
+        assert torch.equal(resumed.state_dict()[k], v), k
