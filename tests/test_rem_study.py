@@ -392,3 +392,67 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
     rows = rem_verdicts(runs)
     assert {r.claim.a.rsplit(", ", 1)[1] for r in rows} == {"fashion", "mnist", "expanded"}
     assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, [r.claim for r in rows])
+
+
+# ------------------------------------------------------------------ a run cut and resumed (checkpoint=)
+
+class _Cut(Exception):
+    """A disconnect, simulated: raised while a run measures an epoch, before that epoch's checkpoint is written."""
+
+
+def _cut_after(monkeypatch, calls):
+    """Make the ``calls``-th measurement of an epoch (``sparsity``, once per epoch and run: the dense run's epochs,
+    then the pruned run's, then the single-shot run's) raise :class:`_Cut`; None: never."""
+    seen = {"n": 0}
+
+    def counted(net):
+        seen["n"] += 1
+        if calls is not None and seen["n"] == calls:
+            raise _Cut(seen["n"])
+        return sparsity(net)
+
+    from capsule_lab.measures.pruning import sparsity
+    monkeypatch.setattr(rem_study, "sparsity", counted)
+    return seen
+
+
+def _without_seconds(record):
+    return {k: v for k, v in record.items() if k != "seconds"}
+
+
+@pytest.mark.parametrize("cut_at", [2, 5, 9])          # in the dense run, the pruned run, the single-shot run
+def test_a_rem_run_cut_and_resumed_equals_one_never_cut(tmp_path, monkeypatch, cut_at):
+    settings = _settings(capsnet=TINY, warmup_epochs=1, rounds=2, epochs_per_round=1, amount=0.5,
+                         keep_every_step=False, single_shot=True)
+    data = (_data(32, 2), _data(8, 3), _data(12, 4))
+    straight = run_rem("mnist", settings, data, seed=0)
+    path = tmp_path / "mnist.pt"
+    _cut_after(monkeypatch, cut_at)
+    with pytest.raises(_Cut):
+        run_rem("mnist", settings, data, seed=0, checkpoint=path)
+    files = rem_study.rem_checkpoints(path)
+    assert [f.name for f in files.values()] == ["mnist-dense.pt", "mnist-pruned.pt", "mnist-single-shot.pt"]
+    seen = _cut_after(monkeypatch, None)
+    resumed = run_rem("mnist", settings, data, seed=0, checkpoint=path)
+    assert seen["n"] == 9 - (cut_at - 1)                   # only the epochs not yet saved were trained again
+    assert _without_seconds(run_record(resumed, settings.levels)) == _without_seconds(run_record(straight, settings.levels))
+    for name in ("dense", "pruned", "single_shot"):
+        for a, b in zip(getattr(straight, name), getattr(resumed, name)):
+            assert (a.state is None) == (b.state is None), (name, a.epoch)
+            if a.state is not None:                        # the weights bit for bit, the couplings measured again
+                assert all(torch.equal(a.state[k], b.state[k]) for k in a.state), (name, a.epoch)
+                assert torch.equal(a.test.couplings, b.test.couplings)
+                assert torch.equal(a.quantized.couplings, b.quantized.couplings)
+            else:
+                assert b.test.couplings is None and b.test.entropy(settings.levels) == a.test.entropy(settings.levels)
+    for name in ("dense", "pruned"):            # the file keeps the kept steps' weights, and at most the two
+        saved = torch.load(files[name], weights_only=True)["history"]["epoch_end"]    # restored ones dropped since
+        in_memory = [s.state is not None for s in getattr(resumed, name)]
+        on_disk = [r["state"] is not None for r in saved]
+        assert all(on_disk[k] for k, kept in enumerate(in_memory) if kept) and sum(on_disk) <= sum(in_memory) + 2
+    whole = run_rem("mnist", settings, data, seed=0, checkpoint=tmp_path / "whole.pt")    # never cut: exactly
+    saved = torch.load(rem_study.rem_checkpoints(tmp_path / "whole.pt")["dense"], weights_only=True)
+    assert [r["state"] is not None for r in saved["history"]["epoch_end"]] == [s.state is not None for s in whole.dense]
+    _cut_after(monkeypatch, 1)                              # a finished run loads: nothing is measured again
+    again = run_rem("mnist", settings, data, seed=0, checkpoint=path)
+    assert _without_seconds(run_record(again, settings.levels)) == _without_seconds(run_record(straight, settings.levels))

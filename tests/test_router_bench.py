@@ -91,11 +91,6 @@ def test_each_network_offers_its_parse_trees_the_same_way():
         assert capsnet.parse_trees(capsnet(images)).normalize_over == "inputs"      # the router says so
 
 
-def test_a_router_that_prunes_while_it_trains_takes_no_checkpoint(tiny_data, tmp_path):
-    with pytest.raises(ValueError, match="prunes while it trains"):
-        rb.train_record("rem-pruned", TINY, tiny_data, seed=0, memory=False, checkpoint=tmp_path / "r.pt")
-
-
 def test_a_record_measures_what_it_says(tiny_data):
     train, test, affine = tiny_data
     record = rb.train_record("rem-pruned", TINY, tiny_data, seed=0, amp=True, memory=False)

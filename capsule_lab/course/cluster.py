@@ -15,9 +15,9 @@ a task of its own, side by side, and joins their records afterwards, as the grad
    the task's provenance. A task whose record is already there is done and returns at once. Training goes through
    :func:`capsule_lab.training.fit` with a checkpoint (:func:`capsule_lab.course.checkpoints.checkpoint_path`), saved
    after every epoch: a task that is preempted, killed or requeued resumes at its last finished epoch, to the same
-   weights, and the checkpoint is deleted once the record is written. Chapter 05's REM and chapter 08's REM-pruned
-   router cannot resume mid-training (their study prunes the network after epochs, and REM measures it after each,
-   which a checkpoint of the unpruned network cannot take back): such a task trains again from its first epoch.
+   weights, and the checkpoint is deleted once the record is written. A chapter 05 task trains three networks
+   (dense, REM-pruned, SNIP-pruned), each with a checkpoint of its own beside that name
+   (:func:`~capsule_lab.studies.rem.rem_checkpoints`), which also holds every epoch's measurement.
 3. :func:`merge_records` joins the record files of one run (from one folder or many) into one report,
    ``{"provenance": ..., "runs": ...}``, the ``runs`` in the shape the chapter's study reads them (its verdict function takes the
    report: :func:`~capsule_lab.studies.depth.depth_verdicts`, :func:`~capsule_lab.studies.rem_claims.rem_verdicts` of
@@ -56,7 +56,7 @@ from ..studies import ladder as ladder_study
 from ..studies import learned_routing as learned_routing_study
 from ..studies import rem as rem_study
 from ..studies.bench import records as bench_records
-from ..studies.bench.entries import bench_data, bench_entry
+from ..studies.bench.entries import bench_data
 from .checkpoints import checkpoint_path
 from .profiles import PROFILES, chapter_settings, seed_everything
 
@@ -89,9 +89,10 @@ class ChapterRun:
     ``train`` needs to train it; ``seeds(settings)`` → the run's seeds; ``data(settings, spec, source)`` → the data
     the network trains and is measured on; ``train(settings, spec, seed, data, device, amp, checkpoint)`` → its
     record, JSON-ready, as the chapter's shipped run holds it, trained by the study with ``checkpoint`` (a file
-    :func:`~capsule_lab.training.fit` saves to and resumes from; None: none); ``runs([(spec, seed, record)])`` → the
-    report's ``runs``, from the records in network and seed order; ``resumes(settings, spec)``: whether a task cut
-    mid-training can resume from a checkpoint; ``extra``: what the report holds besides ``provenance`` and ``runs``.
+    :func:`~capsule_lab.training.fit` saves to and resumes from); ``runs([(spec, seed, record)])`` → the report's
+    ``runs``, from the records in network and seed order; ``checkpoint_files(checkpoint)`` → the files a task's
+    training writes for that checkpoint name (deleted once its record is written); ``extra``: what the report holds
+    besides ``provenance`` and ``runs``.
     """
 
     networks: Callable
@@ -99,7 +100,7 @@ class ChapterRun:
     data: Callable
     train: Callable
     runs: Callable
-    resumes: Callable = lambda settings, spec: True
+    checkpoint_files: Callable = lambda checkpoint: [checkpoint]
     extra: dict | None = None
 
 
@@ -133,7 +134,8 @@ def _rem_data(settings, dataset, source) -> tuple:
 
 def _rem_record(settings, dataset, seed, data, device, amp, checkpoint) -> dict:
     (train, val, test), affine = data
-    run = rem_study.run_rem(dataset, settings, (train, val, test), seed=seed, device=device, amp=amp)
+    run = rem_study.run_rem(dataset, settings, (train, val, test), seed=seed, device=device, amp=amp,
+                            checkpoint=checkpoint)
     record = rem_study.run_record(run, settings.levels)
     for name, step in (("Q", run.q), ("REM", run.rem)):
         model = rem_study.model_at(step, settings.capsnet).to(device)
@@ -220,15 +222,15 @@ RUNS = {
                      lambda s, spec, source: depth_study.depth_study_data(s, source), _depth_record, _listed,
                      extra={"capsule_history": None}),
     "05": ChapterRun(lambda s: {dataset: dataset for dataset in s.datasets}, lambda s: s.seeds, _rem_data,
-                     _rem_record, _listed, resumes=lambda s, spec: False),
+                     _rem_record, _listed,
+                     checkpoint_files=lambda checkpoint: list(rem_study.rem_checkpoints(checkpoint).values())),
     "06": ChapterRun(_ladder_networks, lambda s: SEEDS_06,
                      lambda s, spec, source: ladder_study.ladder_study_data(s, source), _ladder_record, _by_network),
     "07": ChapterRun(_routing_networks, lambda s: SEEDS_07,
                      lambda s, spec, source: learned_routing_study.routing_study_data(spec[0], s, source),
                      _routing_record, _by_dataset_and_router),
     "08": ChapterRun(lambda s: {name: name for name in s.routers}, lambda s: s.seeds,
-                     lambda s, spec, source: bench_data(s, source), _bench_record, _listed,
-                     resumes=lambda s, name: not bench_entry(name).prune),
+                     lambda s, spec, source: bench_data(s, source), _bench_record, _listed),
 }
 #: The chapters whose full profile is a multi-seed run, in order.
 CHAPTERS = tuple(RUNS)
@@ -395,9 +397,9 @@ def run_task(chapter: str, index=None, profile: str = "full", seeds=None, settin
                              "differ): delete it or write this run's records to another folder (--out)")
         return path, found
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
-    checkpoint = (checkpoint_path(chapter, task.network, f"{profile}-{digest}", task.seed)
-                  if run.resumes(settings, spec) else None)
-    resumed = checkpoint is not None and checkpoint.exists()
+    checkpoint = checkpoint_path(chapter, task.network, f"{profile}-{digest}", task.seed)
+    files = run.checkpoint_files(checkpoint)
+    resumed = any(f.exists() for f in files)
     seed_everything(task.seed)
     data = run.data(settings, spec, source)
     record = run.train(settings, spec, task.seed, data, device, amp, checkpoint)
@@ -405,8 +407,8 @@ def run_task(chapter: str, index=None, profile: str = "full", seeds=None, settin
                 "provenance": _provenance(command, device, started, resumed), "record": record}
     document = json.loads(json.dumps(document))
     _write_json(path, document)
-    if checkpoint is not None:
-        checkpoint.unlink(missing_ok=True)
+    for f in files:
+        f.unlink(missing_ok=True)
     return path, document
 
 

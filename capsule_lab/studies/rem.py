@@ -25,7 +25,8 @@ from __future__ import annotations
 import copy
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -45,7 +46,7 @@ from ..training import Schedule, batches, fit
 from .common import shipped_results
 
 __all__ = ["RoutingMeasure", "Step", "RemRun", "rem_study_data", "rem_affine_data", "measure_routing",
-           "lowest_loss_step", "run_rem", "model_at", "accuracy_by_levels", "lowest_levels", "entropy_at_accuracy",
+           "lowest_loss_step", "run_rem", "rem_checkpoints", "model_at", "accuracy_by_levels", "lowest_levels", "entropy_at_accuracy",
            "step_record", "run_record", "zero_transform_share", "model_extras", "shipped_rem_runs", "RemSettings",
            "SETTINGS"]
 
@@ -325,35 +326,99 @@ def lowest_loss_step(steps: list) -> int:
     return min(range(len(steps)), key=lambda k: (steps[k].val_loss, k))
 
 
-def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, iterative: bool, device,
-           amp: bool) -> list:
-    steps = []
+def _measure_record(measure: RoutingMeasure, levels: int) -> dict:
+    """A measure as a checkpoint keeps it: its numbers and its summary at ``levels``, not its couplings."""
+    entropy, keys, trees = measure._summary(levels)
+    return {"accuracy": measure.accuracy, "loss": measure.loss, "predictions": measure.predictions,
+            "labels": measure.labels, "classes": measure.classes, "quantized_levels": measure.quantized_levels,
+            "levels": levels, "entropy": dict(entropy), "keys": dict(keys), "trees": trees}
 
-    def after_epoch(epoch: int, net: CapsNet) -> None:
+
+def _measure_from_record(record: dict) -> RoutingMeasure:
+    """:func:`_measure_record`'s measure back, without its couplings: it answers from its summary."""
+    return RoutingMeasure(record["accuracy"], record["loss"], None, record["predictions"], record["labels"],
+                          summary={record["levels"]: (record["entropy"], record["keys"], record["trees"])},
+                          summary_classes=record["classes"], quantized_levels=record["quantized_levels"])
+
+
+def _step_record(step: Step, levels: int) -> dict:
+    """A step as ``fit``'s checkpoint keeps it (returned by ``on_epoch_end``: numbers, strings, tensors, dicts):
+    the weights while the step keeps them, the measures as numbers and summaries (a kept step's couplings are
+    measured again from its weights when the run resumes; at the paper's size they are 460 MB a measure)."""
+    return {"epoch": step.epoch, "sparsity": dict(step.sparsity), "val_loss": step.val_loss, "state": step.state,
+            "test": _measure_record(step.test, levels), "quantized": _measure_record(step.quantized, levels)}
+
+
+def _step_from_record(record: dict) -> Step:
+    return Step(record["epoch"], dict(record["sparsity"]), record["val_loss"], _measure_from_record(record["test"]),
+                record["state"], quantized=_measure_from_record(record["quantized"]))
+
+
+def _saved_records(checkpoint) -> list:
+    """The step records a run's checkpoint holds (``History.epoch_end``); none without a checkpoint."""
+    if checkpoint is None or not Path(checkpoint).exists():
+        return []
+    history = torch.load(checkpoint, map_location="cpu", weights_only=True).get("history") or {}
+    return list(history.get("epoch_end") or [])
+
+
+def _train(model: CapsNet, settings: RemSettings, train, val, test, seed: int, iterative: bool, device,
+           amp: bool, checkpoint=None) -> list:
+    records = _saved_records(checkpoint)            # the epochs a checkpoint already holds, if it resumes
+    steps = [_step_from_record(r) for r in records]
+
+    def keep_only_the_chosen() -> None:             # the newest step and (dense) Q's model so far; summarise the rest
+        if settings.keep_every_step:
+            return
+        keep = {len(steps) - 1} | (set() if iterative else {lowest_loss_step(steps)})
+        for k, step in enumerate(steps):
+            if k not in keep and step.state is not None:
+                step.drop((settings.levels,))
+                records[k]["state"] = None          # the same record fit saves: the next checkpoint drops it too
+
+    def after_epoch(epoch: int, net: CapsNet) -> dict:
         val_loss = measure_routing(net, val, device=device, keep_couplings=False, amp=amp).loss
         steps.append(Step(epoch, sparsity(net), val_loss, measure_routing(net, test, device=device, amp=amp),
                           {k: v.detach().cpu().clone() for k, v in net.state_dict().items()},
                           quantized=measure_routing(net, test, device=device, amp=amp,
                                                     quantize_levels=settings.levels)))
-        if not settings.keep_every_step:    # keep the newest step and (dense) Q's model so far; summarise the rest
-            keep = {len(steps) - 1} | (set() if iterative else {lowest_loss_step(steps)})
-            for k, step in enumerate(steps):
-                if k not in keep and step.state is not None:
-                    step.drop((settings.levels,))
+        records.append(_step_record(steps[-1], settings.levels))
+        keep_only_the_chosen()
         since = epoch - settings.warmup_epochs
         if (iterative and 0 <= since < settings.rounds * settings.epochs_per_round
                 and since % settings.epochs_per_round == 0):
             global_magnitude_prune(net, settings.amount)
+        return records[-1]
 
+    if steps:
+        keep_only_the_chosen()
     history = fit(model, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
-                  progress=False, on_epoch_end=after_epoch)
-    for step in steps:
+                  progress=False, on_epoch_end=after_epoch, checkpoint=checkpoint)
+    for k, step in enumerate(steps):
         step.train_accuracy = history.train_accuracy[step.epoch - 1]
+        if step.state is not None and step.test.couplings is None:    # restored, kept: its couplings measured again
+            steps[k] = _measured_again(step, settings, test, device, amp)
     return steps
 
 
+def _measured_again(step: Step, settings: RemSettings, test, device, amp: bool) -> Step:
+    """A step restored from a checkpoint with its weights, measured again on the test set (its couplings back)."""
+    model = model_at(step, settings.capsnet).to(device)
+    return replace(step, test=measure_routing(model, test, device=device, amp=amp),
+                   quantized=measure_routing(model, test, device=device, amp=amp, quantize_levels=settings.levels))
+
+
+def rem_checkpoints(checkpoint) -> dict:
+    """The files :func:`run_rem` saves its runs to for ``checkpoint`` (a ``.pt`` file name):
+    ``{"dense": <stem>-dense.pt, "pruned": <stem>-pruned.pt, "single_shot": <stem>-single-shot.pt}`` beside it.
+    Chapter 05."""
+    checkpoint = Path(checkpoint)
+    return {run: checkpoint.with_name(f"{checkpoint.stem}-{run.replace('_', '-')}{checkpoint.suffix or '.pt'}")
+            for run in ("dense", "pruned", "single_shot")}
+
+
 def run_rem(dataset: str, settings: RemSettings, data: tuple, seed: int = 0, device="cpu",
-            amp: bool = False) -> RemRun:
+            amp: bool = False, checkpoint=None) -> RemRun:
     """Train ``dataset``'s CapsNet dense and pruned from the same initialisation (seeded by ``seed``) on
     ``data = (train, validation, test)`` (:func:`rem_study_data`) and return the :class:`RemRun`.
 
@@ -361,23 +426,32 @@ def run_rem(dataset: str, settings: RemSettings, data: tuple, seed: int = 0, dev
     keeps only a summary of its test couplings at ``settings.levels`` and no weights (:meth:`Step.drop`).
     With ``settings.single_shot`` a third run starts from the same initialisation pruned once by
     :func:`capsule_lab.measures.pruning.snip_prune` (scored on the first training batch) to the sparsity the iterative
-    run ends with, and trains as long (``RemRun.single_shot``; None otherwise). Chapter 05.
+    run ends with, and trains as long (``RemRun.single_shot``; None otherwise).
+
+    ``checkpoint``: None, or a file name: each run is saved after every epoch to its own file beside it
+    (:func:`rem_checkpoints`) by :func:`~capsule_lab.training.fit`, with every step measured so far (its numbers and
+    its summary at ``settings.levels``; the weights of the steps that keep them), and a call with the same name
+    resumes each run at its last finished epoch, to the same weights and steps as a run never interrupted; a kept
+    step's couplings are measured again from its weights. (After a resume the file may also keep the weights of up
+    to two restored steps that a later epoch no longer keeps: fit's copy of the earlier records is not the one this
+    call updates.) ``RemRun.seconds`` counts this call's time only. Chapter 05.
     """
     _check_settings(settings)
     if not isinstance(data, (tuple, list)) or len(data) != 3:
         raise ValueError("data must be (train, validation, test), as rem_study_data returns")
+    files = rem_checkpoints(checkpoint) if checkpoint is not None else dict.fromkeys(("dense", "pruned", "single_shot"))
     train, val, test = data
     start = time.perf_counter()
     torch.manual_seed(seed)
     initial = CapsNet(settings.capsnet).to(device)
-    dense = _train(copy.deepcopy(initial), settings, train, val, test, seed, False, device, amp)
-    pruned = _train(copy.deepcopy(initial), settings, train, val, test, seed, True, device, amp)
+    dense = _train(copy.deepcopy(initial), settings, train, val, test, seed, False, device, amp, files["dense"])
+    pruned = _train(copy.deepcopy(initial), settings, train, val, test, seed, True, device, amp, files["pruned"])
     single_shot = None
     if settings.single_shot:
         model = copy.deepcopy(initial)
         images, labels = next(iter(batches(train, settings.schedule.batch_size)))
         snip_prune(model, images.to(device), labels.to(device), settings.final_sparsity)
-        single_shot = _train(model, settings, train, val, test, seed, False, device, amp)
+        single_shot = _train(model, settings, train, val, test, seed, False, device, amp, files["single_shot"])
     return RemRun(dataset, seed, dense=dense, pruned=pruned, q_index=lowest_loss_step(dense),
                   seconds=time.perf_counter() - start, single_shot=single_shot)
 

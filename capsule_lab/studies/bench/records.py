@@ -135,7 +135,7 @@ def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: in
     settings' schedule (REM's pruning after each of its first ``rem_rounds`` epochs) and the network's own loss,
     measure it (:func:`measure_network`), and time a fresh copy's training step and inference batch.
     ``checkpoint``: a file :func:`~capsule_lab.training.fit` saves the training to after every epoch and resumes it
-    from; not for a router that prunes while it trains (not wired: such a record is trained whole). Chapter 08.
+    from (REM's pruning happens before the epoch's checkpoint is written, so a resumed run has its masks). Chapter 08.
     """
     settings, entry = _check_settings(settings), bench_entry(name, custom)
     if not isinstance(data, tuple) or len(data) != 3:
@@ -143,9 +143,6 @@ def train_record(name: str, settings: RouterBenchSettings, data: tuple, seed: in
     check_positive_int(seed, "seed", minimum=0)
     device = torch.device(device)
     train, test, affine = data
-    if entry.prune and checkpoint is not None:
-        raise ValueError(f"{name!r} prunes while it trains, and the bench does not resume such a run (the cluster "
-                         "tasks train it whole): pass checkpoint=None")
     net = build_network(name, settings, seed, custom).to(device)
 
     def prune_after(epoch, model):
