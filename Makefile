@@ -81,7 +81,7 @@ if [ -z "$$(find .make/apt-updated -mmin -720 2>/dev/null)" ]; then \
   DEBIAN_FRONTEND=noninteractive apt-get update && touch .make/apt-updated; fi
 endef
 
-.PHONY: help setup data chromium widgets-js axe-js book sync-url test test-fast test-unit test-notebooks test-portable notebooks clean distclean
+.PHONY: help setup data bubblewrap chromium widgets-js axe-js book sync-url test test-fast test-unit test-notebooks test-portable notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv and build the book into _build/html"
@@ -127,6 +127,16 @@ $(DATA_STAMP): $(SETUP_STAMP)
 	fi
 	CAPSULE_LAB_DATA=$(abspath $(DATA_DIR)) $(VENV)/bin/capsule-lab data
 	@mkdir -p $(DATA_DIR) && touch $@
+
+# ---------------------------------------------------------------- bubblewrap (the grader's sandbox)
+bubblewrap:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  $(APT_UPDATE_ONCE) && DEBIAN_FRONTEND=noninteractive apt-get install -y bubblewrap; \
+	else \
+	  echo "note: bubblewrap (bwrap) is missing; capsule-lab grade stops without it (or use --no-sandbox)."; \
+	  echo "  As root run: apt-get update && apt-get install -y bubblewrap"; \
+	fi
 
 # ---------------------------------------------------------------- chromium (browser test)
 chromium:
@@ -194,7 +204,7 @@ sync-url: $(SETUP_STAMP)
 # this processor's kernels and 2 threads, once with AVX2-only kernels and 1 thread: exact outputs must match
 # digit for digit both times, numbers from training must stay within their bands (CONTRIBUTING.md).
 # All stages always run (so one failure does not hide another); the exit code is the first failure.
-test: $(SETUP_STAMP) data chromium $(VENDOR_FILES)
+test: $(SETUP_STAMP) data bubblewrap chromium $(VENDOR_FILES)
 	@status=0; \
 	$(MAKE) --no-print-directory test-unit || status=$$?; \
 	log=$$(mktemp); \
@@ -212,7 +222,7 @@ test-unit: $(SETUP_STAMP)
 # The inner loop: the unit and property tests without the marks `notebook` (kernels, grading), `book` (the build and
 # the browser) and `slow` (paper-size networks, timings); `make test` runs them all. Under 2 minutes here.
 FAST_MARKS := not notebook and not book and not slow
-test-fast: $(SETUP_STAMP) data
+test-fast: $(SETUP_STAMP) data bubblewrap
 	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider -q -m "$(FAST_MARKS)" --durations=5
 
 # Each pass saves the chapters' training checkpoints (capsule_lab.course.checkpoints) in a folder of its own, removed

@@ -4,7 +4,7 @@
     capsule-lab assign [--solutions DIR] [--exercises DIR] [--check]
                                                     exercises/ from solutions/ (all chapters)
     capsule-lab grade NOTEBOOK... [--out DIR] [--timeout S] [--task-timeout S] [--chapter NN]
-                      [--jobs N] [--shard K/N] [--force] [--memory-limit MB] [--cpu-limit S]
+                      [--jobs N] [--shard K/N] [--force] [--no-sandbox] [--memory-limit MB] [--cpu-limit S]
                                                     execute and score student notebooks (all chapters),
                                                     N at a time; skips those already graded in DIR;
                                                     exit 0 when every notebook was graded, 1 if not
@@ -123,9 +123,12 @@ one grades.csv from the shards' folders.
 exit status: 0 when every notebook was graded, whatever the scores; 1 when grading itself failed for
 at least one notebook (unreadable, chapter unknown, no kernel or evaluation process could start: see
 the "graded" and "grading_error" columns); 2 for bad arguments; 130 when interrupted (Ctrl-C,
-SIGTERM), the reports written so far kept.
+SIGTERM), the reports written so far kept; 3 when no sandbox can start here (the message names the fix).
 
-Not a sandbox: student code runs with your rights. Grade in a container or a throwaway account."""
+The kernel and the scoring process run in an OS sandbox (bubblewrap, Linux: read-only files, a private
+/tmp, no network, their own processes only, another user, no new processes; the reference answers, the
+reports and your files are not there). --no-sandbox grades without one, with your rights: only for
+notebooks you trust; every report then says "sandbox": "none", and so does grades.csv."""
 
 
 def _grade_arguments(p: argparse.ArgumentParser) -> None:
@@ -151,6 +154,9 @@ def _grade_arguments(p: argparse.ArgumentParser) -> None:
                         "from the K-th; merge the shards' folders with `capsule-lab grade-merge`")
     p.add_argument("--force", action="store_true",
                    help="grade every notebook again, also those already graded in OUT with the same content")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run the notebooks' code without the OS sandbox, with your rights (where bubblewrap cannot "
+                        "start: macOS, a container without namespaces); the reports say so")
 
 
 def _print_report(r: dict, width: int) -> None:
@@ -180,6 +186,7 @@ def _print_report(r: dict, width: int) -> None:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from .grading.engine.sandbox import problem as sandbox_problem
     from .grading.notebooks.batch import default_jobs, grade_batch, parse_shard
 
     if args.timeout <= 0:
@@ -195,8 +202,12 @@ def _grade(args: argparse.Namespace) -> int:
         raise ValueError(f"notebook(s) not found: {', '.join(missing)}")
     jobs = default_jobs() if args.jobs is None else args.jobs
     shard = parse_shard(args.shard) if args.shard is not None else None
+    if not args.no_sandbox and sandbox_problem() is not None:
+        print(f"capsule-lab grade: {sandbox_problem()}", file=sys.stderr)
+        return 3
     # every grading option of grade_notebook, passed on to each notebook's grading
-    options = dict(timeout=args.timeout, task_timeout=args.task_timeout, chapter=args.chapter)
+    options = dict(timeout=args.timeout, task_timeout=args.task_timeout, chapter=args.chapter,
+                   sandbox=not args.no_sandbox)
     options.update({k: v for k, v in (("memory_limit_mb", args.memory_limit), ("cpu_limit_s", args.cpu_limit))
                     if v is not None})  # the limits, when given (else grade_notebook's defaults)
     width, done = 8, []
@@ -205,7 +216,8 @@ def _grade(args: argparse.Namespace) -> int:
         nonlocal width
         width = max([8, *map(len, todo)])
         where = f"shard {args.shard}: " if shard else ""
-        print(f"{where}grading {len(todo)} notebook(s), {min(jobs, len(todo))} at a time" if todo
+        print(f"{where}grading {len(todo)} notebook(s), {min(jobs, len(todo))} at a time"
+              + (" WITHOUT A SANDBOX (--no-sandbox)" if args.no_sandbox else "") if todo
               else f"{where}nothing to grade", end="")
         print(f"; skipped {len(skipped)} already graded" if skipped else "")
         if todo:

@@ -194,7 +194,9 @@ def attacked_01(tmp_path_factory):
     nbformat.write(honest, paths[1])
     from capsule_lab.grading import grade
 
-    result = grade(paths, out_dir=reports, timeout=60)
+    # the grader's own gates, without the OS sandbox around them (which would stop the daemon before it starts:
+    # tests/test_grading_sandbox.py grades attacks inside it)
+    result = grade(paths, out_dir=reports, timeout=60, sandbox=False)
     written = {p.name: p.read_bytes() for p in reports.iterdir()}
     time.sleep(1.5)  # the detached processes, had they survived, write every 0.1 s
     return {"reports": result, "written": written, "folder": reports, "marker": marker,

@@ -27,8 +27,8 @@ and every second route to it through another module, refuse to run. Nothing the 
 patches decides a score; the ``check`` calls in the notebook are feedback only. :func:`grade` does that for many
 notebooks and writes a JSON report per notebook and ``grades.csv``; :func:`grade_batch` grades a class in parallel
 (``--jobs N``), resumes an interrupted batch and grades one shard of it (``--shard K/N``), and
-:func:`merge_reports` joins the shards (``capsule-lab grade-merge``). Grading is not a sandbox: the student's code
-runs with the grader's rights (see the instructors' guide).
+:func:`merge_reports` joins the shards (``capsule-lab grade-merge``). The kernel and the scoring process run in an
+OS sandbox (:mod:`.engine.sandbox`; see the instructors' guide).
 
 The package, in three layers, in import order — **tasks ← engine ← notebooks**: each sub-package imports only
 from the ones before it (the engine reads the tasks; the notebooks read the tasks and score with the engine), this

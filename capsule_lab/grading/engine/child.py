@@ -35,6 +35,7 @@ import ast
 import gc
 import importlib.util
 import io
+import linecache
 import os
 import re
 import signal
@@ -50,6 +51,7 @@ from .lock import allow_task, deny_for_good, package_modules
 from .records import to_record
 from .reference_cache import references_dir
 from .running import Expected, StubAnswer, run_student
+from .sandbox import confine
 
 __all__ = ["definitions", "main", "run"]
 
@@ -179,6 +181,9 @@ def main(workdir: str) -> int:
     allow_lists[_LOADING] = tuple(dict.fromkeys([*LOADING_ALLOWED, *(n for t in chapter for n in t.allowed)]))
     deny_for_good(answers, allow_lists, _LOADING)
     _disarm_spawning()
+    if request.get("hide"):     # in the OS sandbox: the package's source unmounted, another user, no new processes
+        linecache.clearcache()
+        confine(request["hide"])
     sys.addaudithook(_audit_hook(forbidden, os.path.realpath(references_dir())))
     progress = os.path.join(workdir, "progress")
     _write(os.path.join(workdir, "ready"), b"")

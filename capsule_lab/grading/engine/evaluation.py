@@ -41,6 +41,7 @@ from .checking import stand_in_note
 from .judging import credit, earned_points, verdict
 from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
                         limited, start_in_new_session, usage)
+from . import sandbox as os_sandbox
 from .records import from_record
 from .reference_cache import package_fingerprint
 from .running import NOT_IMPLEMENTED, Expected, expected
@@ -58,6 +59,8 @@ _MAX_LOAD_RESTARTS = 3
 _POLL = 0.02
 _TIGHT_MEMORY_MB = 2048           # below this, a child that does not start may lack the memory to import torch
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])   # the folder that holds capsule_lab/
+_PACKAGE = str(Path(__file__).resolve().parents[2])        # capsule_lab/ itself
+_WORKDIR_INSIDE = "/evaluation"                              # where a sandboxed child finds its request
 
 
 def _package_digest() -> str:
@@ -75,7 +78,7 @@ def prepare(tasks: Sequence[Task]) -> None:
 
 
 def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], statement_timeout: float,
-             start: int, skip: list, replaced: dict | None = None) -> dict:
+             start: int, skip: list, replaced: dict | None = None, hide: str | None = None) -> dict:
     specs = []
     for task in tasks:
         cases = [{"name": e.case.name, "args": list(e.case.args), "kwargs": dict(e.case.kwargs),
@@ -83,7 +86,7 @@ def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], s
         # the inputs only: the answers stay here; and the earlier tasks whose stand-ins take the student's place
         specs.append({"id": task.id, "cases": cases, "stand_ins": list((replaced or {}).get(task.id, ()))})
     return {"chapter": chapter, "folder": str(folder), "sources": sources, "tasks": specs, "start": start,
-            "skip": list(skip), "statement_timeout": float(statement_timeout)}
+            "skip": list(skip), "statement_timeout": float(statement_timeout), "hide": hide}
 
 
 def _outcome(task: Task, status: str, problem: str | None = None, hint: str | None = None,
@@ -154,13 +157,12 @@ def _progress(workdir: Path, prefix: str) -> int | None:
     return int(number) if word == prefix and number.isdigit() else None
 
 
-def _limit_hit(proc, seen: tuple | None, memory_limit_mb: float, cpu_limit_s: float) -> str | None:
-    """Which limit ended the (exited) child, if one did: ``"cpu"`` for SIGXCPU, or SIGKILL once the CPU
+def _limit_hit(code: int | None, seen: tuple | None, memory_limit_mb: float, cpu_limit_s: float) -> str | None:
+    """Which limit ended the (exited) child, whose exit status was ``code``, if one did: ``"cpu"`` for SIGXCPU, or SIGKILL once the CPU
     time last seen reached the limit; ``"memory"`` for a death by signal or error status with the data size
     last seen within 10% of the limit (an allocation the child could not even report)."""
     import signal
 
-    code = proc.returncode
     if cpu_limit_s and (code == -signal.SIGXCPU or (code == -signal.SIGKILL and seen and seen[0] >= cpu_limit_s - 1)):
         return "cpu"
     if memory_limit_mb and code != 0 and seen and seen[1] is not None and seen[1] >= 0.9 * memory_limit_mb:
@@ -170,14 +172,18 @@ def _limit_hit(proc, seen: tuple | None, memory_limit_mb: float, cpu_limit_s: fl
 
 def score_functions(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task],
                     task_timeout: float = 60.0, env: dict | None = None,
-                    memory_limit_mb: float | None = None, cpu_limit_s: float | None = None) -> dict:
+                    memory_limit_mb: float | None = None, cpu_limit_s: float | None = None,
+                    sandbox: dict | None = None) -> dict:
     """Score ``tasks`` on the functions the notebook's code cells define (see the module docstring).
 
     ``sources``: the notebook's cells' sources, ``None`` for non-code cells; ``folder``: the notebook's
     folder (the child's working directory). Each child may use ``memory_limit_mb`` MB of data (None:
     :data:`~capsule_lab.grading.engine.processes.DEFAULT_MEMORY_LIMIT_MB`) and ``cpu_limit_s`` CPU-seconds (None:
     :func:`~capsule_lab.grading.engine.processes.default_cpu_limit` of ``task_timeout``); 0: no such limit
-    (:func:`~capsule_lab.grading.engine.processes.limited`).
+    (:func:`~capsule_lab.grading.engine.processes.limited`). ``sandbox``: None, or each child runs in the OS sandbox
+    (:mod:`.sandbox`: ``{"folder", "env", "readable", "masked"}`` as for the kernel), the package's source unmounted
+    before the notebook's code runs, its request and results in a folder of its own that the grader reads once the
+    child is gone.
 
     A task that uses earlier tasks' functions (``Task.uses``) is graded on its own: where one of those did not
     pass, the task is graded again in a new child with that task's ``stand_in`` in place of the student's
@@ -193,7 +199,7 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
     memory_limit_mb = float(DEFAULT_MEMORY_LIMIT_MB if memory_limit_mb is None else memory_limit_mb)
     cpu_limit_s = float(default_cpu_limit(task_timeout) if cpu_limit_s is None else cpu_limit_s)
     prepare(tasks)
-    limits = (task_timeout, env, memory_limit_mb, cpu_limit_s)
+    limits = (task_timeout, env, memory_limit_mb, cpu_limit_s, sandbox)
     scored = _score(chapter, sources, folder, tasks, *limits)
     outcomes = scored["tasks"]
     replaced = {t.id: [u for u in t.uses if not outcomes.get(u, {}).get("passed")] for t in tasks}
@@ -210,11 +216,29 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
     return scored
 
 
+def _child_command(workdir: Path, folder: Path, env: dict, sandbox: dict | None) -> tuple[list, str | None]:
+    """The evaluation child's command, and the package folder it unmounts before the notebook's code runs (None
+    outside a sandbox)."""
+    if sandbox is None:
+        bootstrap = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
+                     "from capsule_lab.grading.engine.child import run; run(sys.argv[1])")
+        return [sys.executable, "-I", "-c", bootstrap, str(workdir)], None
+    hide = f"{os_sandbox.PACKAGE_MOUNT}/capsule_lab"
+    bootstrap = (f"import sys; sys.path.insert(0, {os_sandbox.PACKAGE_MOUNT!r}); "
+                 "from capsule_lab.grading.engine.child import run; run(sys.argv[1])")
+    readable = [r for r in sandbox["readable"] if r != _PACKAGE]
+    command = os_sandbox.sandboxed([sys.executable, "-I", "-c", bootstrap, _WORKDIR_INSIDE], cwd=str(folder),
+                                   env=env, readable=readable, writable=[(str(workdir), _WORKDIR_INSIDE)],
+                                   hide=(_PACKAGE, hide), masked=[*sandbox["masked"], _PACKAGE])
+    return command, hide
+
+
 def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task], task_timeout: float,
-           env: dict | None, memory_limit_mb: float, cpu_limit_s: float, replaced: dict | None = None) -> dict:
+           env: dict | None, memory_limit_mb: float, cpu_limit_s: float, sandbox: dict | None = None,
+           replaced: dict | None = None) -> dict:
     """:func:`score_functions` in child processes, without the second round; ``replaced``: {task id: [ids of the
     earlier tasks whose stand-ins take the student's place]}."""
-    folder = Path(folder).resolve()
+    folder = Path(folder).resolve() if sandbox is None else Path(sandbox["folder"])
     env = dict(os.environ if env is None else env)
     outcomes: dict[str, dict] = {}
     definition_errors: list = []
@@ -227,21 +251,21 @@ def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequen
             grading_error = ("capsule_lab's source files changed during grading (did a student's code write "
                              "to them?): reinstall the package and grade again, read-only this time")
             break
-        workdir = Path(tempfile.mkdtemp(prefix="capsule-lab-evaluation-"))
-        torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip, replaced),
+        workdir = (os_sandbox.private_folder("capsule-lab-evaluation-") if sandbox is not None
+                   else Path(tempfile.mkdtemp(prefix="capsule-lab-evaluation-")))
+        command, hide = _child_command(workdir, folder, env, sandbox)
+        torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip, replaced, hide),
                    workdir / "request.pt")
-        bootstrap = (f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
-                     "from capsule_lab.grading.engine.child import run; run(sys.argv[1])")
-        proc = start_in_new_session(limited([sys.executable, "-I", "-c", bootstrap, str(workdir)],
-                                            memory_limit_mb, cpu_limit_s),
-                                    cwd=str(folder), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
+        proc = start_in_new_session(limited(command, memory_limit_mb, cpu_limit_s),
+                                    cwd=str(folder if sandbox is None else workdir), env=env,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         runs += 1
-        phase, k, seen = "starting", start, None
+        phase, k, seen, finished = "starting", start, None, []
         deadline = time.monotonic() + _STARTUP_TIMEOUT
         try:
             while True:
-                now_used = usage(proc.pid)  # read before poll() reaps the child: its CPU time is still there
+                # read before poll() reaps the child: its CPU time is still there (in a sandbox: bubblewrap's tree)
+                now_used = usage(proc.pid, below=sandbox is not None)
                 if now_used is not None:
                     seen = (now_used[0], seen[1] if now_used[1] is None and seen else now_used[1])
                 exited = proc.poll() is not None
@@ -258,7 +282,7 @@ def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequen
                     phase, deadline = "tasks", now + task_timeout
                 if phase == "tasks":
                     while k < len(tasks) and (workdir / f"result-{k}.pt").exists():
-                        outcomes[tasks[k].id] = _judge(tasks[k], workdir / f"result-{k}.pt", memory_limit_mb)
+                        finished.append(k)      # judged once the child is gone
                         k, deadline = k + 1, now + task_timeout
                     if k >= len(tasks):
                         start = k
@@ -268,12 +292,13 @@ def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequen
                     time.sleep(_POLL)
                     continue
                 # the child exited early, or ran out of time: decide, then (maybe) start another one
+                code = proc.returncode if sandbox is None else os_sandbox.exit_status(proc.returncode)
                 how = (f"did not finish within {task_timeout:g} s" if overtime
-                       else f"ended the evaluation process (exit status {proc.returncode})")
-                hit = None if overtime else _limit_hit(proc, seen, memory_limit_mb, cpu_limit_s)
+                       else f"ended the evaluation process (exit status {code})")
+                hit = None if overtime else _limit_hit(code, seen, memory_limit_mb, cpu_limit_s)
                 if phase == "starting":
                     grading_error = ("the evaluation process did not start "
-                                     + ("in time" if overtime else f"(exit status {proc.returncode})"))
+                                     + ("in time" if overtime else f"(exit status {code})"))
                     if not overtime and (hit or 0 < memory_limit_mb < _TIGHT_MEMORY_MB):
                         grading_error += (f"; its limits ({memory_limit_mb:g} MB, {cpu_limit_s:g} CPU-seconds) may be "
                                           "too small for importing torch (about 1 GB): raise them with "
@@ -307,6 +332,8 @@ def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequen
                 break
         finally:
             kill_session(proc)
+            for j in finished:              # the results, read once nothing can write them any more
+                outcomes[tasks[j].id] = _judge(tasks[j], workdir / f"result-{j}.pt", memory_limit_mb)
             shutil.rmtree(workdir, ignore_errors=True)
 
     if grading_error is not None:

@@ -86,6 +86,9 @@ def _compare(task: Task, case: Case, got: Evaluation, want: Evaluation, input_na
         return None
     if not got.differentiable:
         return "the output carries no gradient (did you detach it or compute it under torch.no_grad?)"
+    if got.grads is None or len(got.grads) != len(want.grads):      # never fewer checks than the reference has
+        return (f"the result holds {0 if got.grads is None else len(got.grads)} gradient(s) where the case has "
+                f"{len(want.grads)} inputs to differentiate")
     for name, g, w in zip(input_names, got.grads, want.grads):
         if case.grad == "finite":
             if g is not None and not torch.isfinite(g).all():

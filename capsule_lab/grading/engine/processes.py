@@ -121,9 +121,23 @@ def limited(args: list, memory_limit_mb: float | None = None, cpu_limit_s: float
     return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(memory), str(cpu), *map(str, args)]
 
 
-def usage(pid: int) -> tuple[float, float | None] | None:
+def usage(pid: int, below: bool = False) -> tuple[float, float | None] | None:
     """``(CPU-seconds used, data size in MB)`` of a process from ``/proc`` (the size None once it has exited
-    and is not yet waited for); None where unknown (no ``/proc``, no such process)."""
+    and is not yet waited for); None where unknown (no ``/proc``, no such process). ``below``: of the process and every
+    process below it, the CPU-seconds summed and the largest data size (a sandboxed process runs under bubblewrap's
+    two)."""
+    if below:
+        table = _parents() or {}
+        pids, stack = [], [pid]
+        while stack:
+            p = stack.pop()
+            pids.append(p)
+            stack += [c for c, (parent, _) in table.items() if parent == p]
+        found = [u for u in map(usage, pids) if u is not None]
+        if not found:
+            return None
+        sizes = [size for _, size in found if size is not None]
+        return sum(cpu for cpu, _ in found), (max(sizes) if sizes else None)
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         status = Path(f"/proc/{pid}/status").read_text()

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
 from ..engine.reference_cache import package_fingerprint
+from ..engine.sandbox import problem as sandbox_problem
 from .atomic import write_json
 from .folder import read_reports, write_summaries
 from .report import chapter_of_notebook, empty_report
@@ -201,6 +202,8 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
+    if grading.get("sandbox", True) and sandbox_problem() is not None:
+        raise RuntimeError(sandbox_problem())           # before any notebook runs (--no-sandbox: sandbox=False)
     settings = {"timeout": timeout, "task_timeout": task_timeout, "chapter": chapter, "kernel_name": kernel_name,
                 **grading}
     grading = {"timeout": timeout, "kernel_name": kernel_name, "task_timeout": task_timeout, "chapter": chapter,

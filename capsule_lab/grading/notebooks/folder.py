@@ -33,7 +33,7 @@ CSV_NAME = "grades.csv"
 CSV_COLUMNS_HEAD = ("notebook", "chapter", "graded", "score", "max_score")
 #: The last columns of ``grades.csv``: counts of tasks and cells that timed out, failed or hit a limit, the error.
 CSV_COLUMNS_TAIL = ("task_timeouts", "task_errors", "task_limits", "cell_timeouts", "cell_errors", "cell_limits",
-                    "grading_error")
+                    "sandbox", "grading_error")
 _REPORT_KEYS = {"notebook", "chapter", "graded", "score", "max_score", "tasks", "timeout_cells", "cell_errors",
                 "grading_error"}
 
@@ -70,7 +70,8 @@ def _csv_row(r: dict, columns: list[str]) -> list:
             *[tasks[t]["points"] if isinstance(tasks.get(t), dict) else "" for t in columns],
             statuses.count("timeout"), sum(s in ("error", "refused") for s in statuses),
             sum(s in ("memory limit", "cpu limit") for s in statuses),
-            len(r["timeout_cells"]), len(r["cell_errors"]), len(r.get("limit_cells", ())), r["grading_error"] or ""]
+            len(r["timeout_cells"]), len(r["cell_errors"]), len(r.get("limit_cells", ())), r.get("sandbox") or "",
+            r["grading_error"] or ""]
 
 
 def write_csv(reports: Sequence[dict], folder: str | os.PathLike) -> Path:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import signal
 import time
 
+from ..engine import sandbox as os_sandbox
 from ..engine.processes import DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, limited
 
 __all__ = ["TIMEOUT_ENAME", "run_notebook"]
@@ -39,17 +41,42 @@ class _KernelStuck(Exception):
     pass
 
 
+#: The sandboxed kernel's first code: confine it (:func:`~capsule_lab.grading.engine.sandbox.confine`), then run the
+#: kernel's module (``python -c _KERNEL_BOOT MODULE ARGS...`` in place of ``python -m MODULE ARGS...``).
+_KERNEL_BOOT = ("import runpy, sys; from capsule_lab.grading.engine.sandbox import confine; confine(); "
+                "sys.argv = sys.argv[1:]; runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+
+
+def _kernel_in_sandbox(cmd: list, sandbox: dict, connection_file: str) -> list:
+    """The kernel's command ``[python, -m, module, ...]`` run in the sandbox: its sockets (IPC, in the folder of its
+    connection file, the only folder it may write to besides its private /tmp), the notebook's folder copy."""
+    if len(cmd) < 3 or cmd[1] != "-m":
+        raise RuntimeError(f"the sandbox runs a kernel started as `python -m MODULE`, not {cmd!r}")
+    sockets = os.path.dirname(connection_file)
+    if os.geteuid() == 0:                   # the sandbox's user reads it (the grader wrote it, mode 0600)
+        os.chown(connection_file, os_sandbox.SANDBOX_UID, os_sandbox.SANDBOX_UID)
+    env = dict(sandbox["env"], JPY_PARENT_PID="1")     # its parent inside is the sandbox's pid 1: no poller
+    return os_sandbox.sandboxed([cmd[0], "-c", _KERNEL_BOOT, *cmd[2:]], cwd=sandbox["folder"], env=env,
+                                readable=sandbox["readable"], writable=[(sockets, sockets)],
+                                masked=sandbox["masked"])
+
+
 def _limited_kernel_manager_class():
     from jupyter_client import AsyncKernelManager
 
     class LimitedKernelManager(AsyncKernelManager):
         """A kernel manager whose kernel command first sets the grader's limits (``grading_limits``:
-        ``(memory MB, CPU-seconds)``), then becomes the kernel."""
+        ``(memory MB, CPU-seconds)``), then becomes the kernel: in the sandbox (``grading_sandbox``: what
+        :func:`_kernel_in_sandbox` mounts; None: none), talking over IPC sockets in a folder of its own."""
 
         grading_limits: tuple = (0, 0)
+        grading_sandbox: dict | None = None
 
         def format_kernel_cmd(self, extra_arguments=None):
-            return limited(super().format_kernel_cmd(extra_arguments), *self.grading_limits)
+            cmd = super().format_kernel_cmd(extra_arguments)
+            if self.grading_sandbox is not None:
+                cmd = _kernel_in_sandbox(cmd, self.grading_sandbox, self.connection_file)
+            return limited(cmd, *self.grading_limits)
 
     return LimitedKernelManager
 
@@ -60,10 +87,13 @@ def _grading_client_class():
     class GradingClient(NotebookClient):
         """An nbclient client that caps each cell's stored output and records errors and timeouts."""
 
-        def __init__(self, *args, grace: float = 10.0, limits: tuple = (0, 0), **kwargs):
+        def __init__(self, *args, grace: float = 10.0, limits: tuple = (0, 0), sandbox: dict | None = None,
+                     **kwargs):
             super().__init__(*args, **kwargs)
             self.grace = grace
             self.limits = limits
+            self.sandbox = sandbox
+            self.sockets: str | None = None
             self.kernel_process = None
             self.cell_errors: list = []
             self.timeout_cells: list = []
@@ -79,6 +109,13 @@ def _grading_client_class():
         def create_kernel_manager(self):
             km = super().create_kernel_manager()
             km.grading_limits = self.limits
+            if self.sandbox is not None:    # no network in the sandbox: IPC sockets in a folder of its own
+                self.sockets = str(os_sandbox.private_folder("capsule-lab-kernel-"))
+                km.transport = "ipc"
+                km.connection_file = os.path.join(self.sockets, "kernel.json")
+                km.ip = os.path.join(self.sockets, "kernel")
+                km.grading_sandbox = self.sandbox
+                km.kernel_spec.interrupt_mode = "message"   # a signal would not reach it (its own session)
             return km
 
         async def _warm_up(self, notebook):
@@ -155,7 +192,7 @@ def _killed_by_cpu_limit(client) -> bool:
         proc.wait(timeout=5)
     except Exception:  # noqa: BLE001 - still running (then it was not the limit) or not ours to wait for
         return False
-    return proc.returncode == -signal.SIGXCPU
+    return os_sandbox.exit_status(proc.returncode) == -signal.SIGXCPU
 
 
 def _started_and_executed(make_client, env, tries: int = _START_TRIES):
@@ -172,6 +209,8 @@ def _started_and_executed(make_client, env, tries: int = _START_TRIES):
             atexit.unregister(client._cleanup_kernel)  # nbclient leaves it registered when the start fails
             if client.current_cell is not None or isinstance(err, _KernelStuck) or attempt == tries:
                 return client, err
+            if getattr(client, "sockets", None):
+                shutil.rmtree(client.sockets, ignore_errors=True)
             time.sleep(0.5 * attempt)
 
 
@@ -195,13 +234,15 @@ def missing_kernel_advice(error: BaseException, kernel_name: str) -> str:
 
 def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str = "python3",
                  env: dict | None = None, memory_limit_mb: float | None = None,
-                 cpu_limit_s: float | None = None) -> dict:
+                 cpu_limit_s: float | None = None, sandbox: dict | None = None) -> dict:
     """Execute the cells of ``nb`` (a NotebookNode, changed in place: outputs) in a fresh kernel.
 
     Each cell may run ``timeout`` seconds; each kernel may use ``memory_limit_mb`` MB of data (None:
     :data:`~capsule_lab.grading.engine.processes.DEFAULT_MEMORY_LIMIT_MB`) and ``cpu_limit_s`` CPU-seconds (None:
     :func:`~capsule_lab.grading.engine.processes.default_cpu_limit` of ``timeout``); 0: no such limit
-    (:func:`~capsule_lab.grading.engine.processes.limited`).
+    (:func:`~capsule_lab.grading.engine.processes.limited`). ``sandbox``: None, or the kernel runs in the OS sandbox
+    (:mod:`~capsule_lab.grading.engine.sandbox`) with ``{"folder": its working folder inside, "env": its environment,
+    "readable": what it may read besides Python, "masked": what must stay hidden}``.
     Returns ``{"cell_errors": [{cell, ename, evalue}], "timeout_cells": [...], "limit_cells": [{cell,
     limit ("memory" or "cpu"), message}], "kernel_restarts": [{cell, why}], "kernel_died": bool, "aborted":
     None or why execution stopped early, "kernel_error": None or why no kernel could run at all}``; cell
@@ -230,9 +271,12 @@ def run_notebook(nb, folder: str | os.PathLike, timeout: float, kernel_name: str
                 grace=max(5.0, min(30.0, float(timeout))),
                 resources={"metadata": {"path": str(folder)}},
                 kernel_manager_class=_limited_kernel_manager_class(), limits=(memory_limit_mb, cpu_limit_s),
+                sandbox=sandbox,
             )
         restart_after, why = None, None
         client, error = _started_and_executed(make_client, env)
+        if client.sockets:
+            shutil.rmtree(client.sockets, ignore_errors=True)
         if isinstance(error, _KernelStuck):
             restart_after, why = error.args[0], "the kernel did not respond after the timeout"
         elif isinstance(error, DeadKernelError):

@@ -18,8 +18,8 @@ them changes no score, and nothing the student's code prints, writes or patches 
 they run nothing (:data:`~capsule_lab.grading.engine.checking.GRADING_KERNEL_ENV`), so that a check that trains
 networks does not double the time. :func:`~capsule_lab.grading.notebooks.batch.grade` does that for many notebooks
 and writes a JSON report per notebook and ``grades.csv`` (``capsule-lab grade NOTEBOOK... --out reports``), through
-:mod:`.batch` (parallel workers, resuming, shards). Grading is not a sandbox: the student's code runs with the
-grader's rights (see the instructors' guide).
+:mod:`.batch` (parallel workers, resuming, shards). The kernel and the scoring process run in an OS
+sandbox (:mod:`~capsule_lab.grading.engine.sandbox`; see the instructors' guide).
 """
 
 from __future__ import annotations
@@ -27,17 +27,23 @@ from __future__ import annotations
 import os
 import re
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
+from ..engine import sandbox as os_sandbox
 from ..engine.checking import GRADING_KERNEL_ENV
 from ..engine.evaluation import prepare, score_functions
 from ..engine.processes import DEFAULT_MEMORY_LIMIT_MB, Reaper, check_limits, default_cpu_limit
+from ..engine.reference_cache import cache_root
+from ...data.sources import data_root
 from ..tasks import TASKS, tasks_for_chapter
 from .atomic import write_json
 from .kernel import run_notebook
 from .written import written_answers
 
 __all__ = ["chapter_of_notebook", "grade_notebook", "empty_report"]
+
+_PACKAGE = str(Path(__file__).resolve().parents[2])     # capsule_lab/: the kernel imports it
 
 
 def _chapter_from_metadata(nb) -> str | None:
@@ -79,13 +85,22 @@ def empty_report(path, chapter, timeout, task_timeout, error: str) -> dict:
             "definition_errors": [], "cell_errors": [], "timed_out": False, "timeout_cell": None,
             "timeout_cells": [], "limit_cells": [], "kernel_restarts": [], "kernel_died": False, "aborted": None,
             "timeout": timeout, "task_timeout": task_timeout, "memory_limit_mb": None, "cpu_limit_s": None,
-            "duration_s": 0.0, "written": {}}
+            "duration_s": 0.0, "written": {}, "sandbox": None}
+
+
+def _sandbox(copy: Path, env: dict) -> dict:
+    """What the kernel's and the scoring process's sandboxes hold besides Python: the notebook's folder (its read-only
+    copy, at :data:`~capsule_lab.grading.engine.sandbox.NOTEBOOK_FOLDER`, their working folder), the package and the
+    course's data, read-only; the reference cache masked."""
+    inside = os_sandbox.NOTEBOOK_FOLDER
+    return {"folder": inside, "env": env, "readable": [(str(copy), inside), _PACKAGE, str(data_root())],
+            "masked": [str(cache_root())]}
 
 
 def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: str = "python3",
                    chapter: str | None = None, report_path: str | os.PathLike | None = None,
                    task_timeout: float | None = None, memory_limit_mb: float | None = None,
-                   cpu_limit_s: float | None = None) -> dict:
+                   cpu_limit_s: float | None = None, sandbox: bool = True) -> dict:
     """Grade one student's notebook; the file itself is never written.
 
     The notebook is read into memory; its chapter is ``chapter``, else its metadata, else its name. The
@@ -96,7 +111,10 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     ``memory_limit_mb`` MB of data (default :data:`~capsule_lab.grading.engine.processes.DEFAULT_MEMORY_LIMIT_MB`,
     4096) and ``cpu_limit_s`` CPU-seconds (default: 10 × the longer of the two time limits, at least 600:
     1,200; :func:`~capsule_lab.grading.engine.processes.default_cpu_limit`); 0 turns a limit off. Limits need
-    POSIX (Linux, macOS).
+    POSIX (Linux, macOS). With ``sandbox`` (the default) the kernel and the scoring process run in the OS sandbox
+    (:mod:`capsule_lab.grading.engine.sandbox`: bubblewrap, Linux), each with a read-only copy of the notebook's
+    folder, and ``RuntimeError`` names the fix where none can start; ``sandbox=False`` (``capsule-lab grade
+    --no-sandbox``) runs them with the grader's rights, and the report says ``"sandbox": "none"``.
 
     Returns (and, with ``report_path``, writes as JSON) a report::
 
@@ -105,7 +123,7 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
          "definition_errors": [{cell, statement, error}], "cell_errors": [{cell, ename, evalue}],
          "timed_out", "timeout_cell", "timeout_cells", "limit_cells": [{cell, limit, message}],
          "kernel_restarts": [{cell, why}], "kernel_died", "aborted", "timeout", "task_timeout",
-         "memory_limit_mb", "cpu_limit_s", "duration_s",
+         "memory_limit_mb", "cpu_limit_s", "duration_s", "sandbox" ("bubblewrap" or "none"),
          "written": {question id: {title, answer, status, rubric, points (None), max_points}}}
 
     ``status`` is one of ``passed wrong error timeout``, ``not found``, ``refused``, ``memory limit``,
@@ -127,6 +145,8 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     task_timeout = float(timeout if task_timeout is None else task_timeout)
     check_limits(memory_limit_mb, cpu_limit_s)
+    if sandbox and os_sandbox.problem() is not None:
+        raise RuntimeError(os_sandbox.problem())
     memory_limit_mb = float(DEFAULT_MEMORY_LIMIT_MB if memory_limit_mb is None else memory_limit_mb)
     cpu_limit_s = float(default_cpu_limit(timeout, task_timeout) if cpu_limit_s is None else cpu_limit_s)
     try:
@@ -145,11 +165,14 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     env["CAPSULE_LAB_PROFILE"] = "quick"
 
     start = time.monotonic()
-    with Reaper() as reaper:
+    with Reaper() as reaper, (os_sandbox.stage_folder(folder) if sandbox else nullcontext()) as copy:
         kernel_env = dict(env, **{GRADING_KERNEL_ENV: "1"})   # the notebook's check cells: feedback, not run here
-        run = run_notebook(nb, folder, timeout, kernel_name, kernel_env, memory_limit_mb, cpu_limit_s)
+        box = _sandbox(copy, kernel_env) if sandbox else None
+        run = run_notebook(nb, folder, timeout, kernel_name, kernel_env, memory_limit_mb, cpu_limit_s, box)
         reaper.reap()  # nothing the kernel started outlives it
-        scored = score_functions(chapter, sources, folder, tasks, task_timeout, env, memory_limit_mb, cpu_limit_s)
+        box = _sandbox(copy, env) if sandbox else None
+        scored = score_functions(chapter, sources, folder, tasks, task_timeout, env, memory_limit_mb, cpu_limit_s,
+                                 box)
         reaper.reap()
     grading_error = run["kernel_error"] and f"no kernel could run the notebook: {run['kernel_error']}"
     grading_error = grading_error or scored["grading_error"]
@@ -177,6 +200,7 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
         "cpu_limit_s": cpu_limit_s or None,
         "duration_s": round(time.monotonic() - start, 2),
         "written": written_answers(nb, chapter),
+        "sandbox": os_sandbox.BUBBLEWRAP if sandbox else os_sandbox.NONE,
     }
     if report_path is not None:
         write_json(Path(report_path), report)
