@@ -305,7 +305,9 @@ def test_solutions_score_full_marks_and_reports_are_written(solution_reports):
         assert all(t["passed"] and t["status"] == "passed" and t["hint"] == "" for t in report["tasks"].values())
         assert report["graded"] and report["grading_error"] is None
         # explore cells that call the package's answers fail in the evaluation process: reported, harmless
-        assert all(e["error"].startswith(("AnswerRefused", "NameError")) for e in report["definition_errors"])
+        # (and in the sandbox, chapter 08's bench cell that starts a process is refused: reported, harmless)
+        assert all(e["error"].startswith(("AnswerRefused", "NameError", "PermissionError: the grader does not let"))
+                   for e in report["definition_errors"])
         assert report["cell_errors"] == [] and not report["timed_out"] and report["aborted"] is None
         assert report["timeout_cell"] is None and not report["kernel_died"]
         on_disk = json.loads((out / f"{Path(name).stem}.json").read_text())

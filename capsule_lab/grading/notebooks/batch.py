@@ -204,6 +204,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
         raise ValueError(f"--out {out} is a file, not a folder")
     if grading.get("sandbox", True) and sandbox_problem() is not None:
         raise RuntimeError(sandbox_problem())           # before any notebook runs (--no-sandbox: sandbox=False)
+    grading.setdefault("sandbox", True)                 # recorded either way: a run with and one without differ
     settings = {"timeout": timeout, "task_timeout": task_timeout, "chapter": chapter, "kernel_name": kernel_name,
                 **grading}
     grading = {"timeout": timeout, "kernel_name": kernel_name, "task_timeout": task_timeout, "chapter": chapter,
