@@ -15,6 +15,7 @@ in this list:
 - :mod:`.checking`: :func:`~.checking.check`, the students' feedback, and the stand-ins that let a task count on its
   own;
 - :mod:`.processes`: starting and killing the processes student code runs in, under memory and CPU-time limits;
+- :mod:`.sandbox`: the OS sandbox (bubblewrap, a seccomp filter) the kernel and the evaluation child start in;
 - :mod:`.evaluation`: scoring a notebook's functions in a child process the grader owns;
 - :mod:`.child`: that child process.
 """
