@@ -12,6 +12,7 @@ Every public function checks its inputs and raises ``ValueError`` naming the exp
     {name} must be True or False, got {value!r}
     {name} must be a class index in [0, {classes}), got {value!r}
     {name} must be numeric (a tensor, array or nested list), got {type}  figures: not an array
+    no {what} folders to merge / {what} folder(s) not found: {paths}     merging folders of files
 
 Figures take tensors, arrays or nested lists; :func:`to_numpy`, :func:`stack_per_iteration`,
 :func:`tick_labels` and :func:`image_array` turn them into checked numpy arrays with the same wording.
@@ -22,14 +23,31 @@ Figures take tensors, arrays or nested lists; :func:`to_numpy`, :func:`stack_per
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
 __all__ = ["describe", "shape_error", "check_tensor", "check_positive_int", "check_nonnegative", "check_one_of",
-           "check_bool", "check_class_index", "to_numpy",
+           "check_bool", "check_class_index", "check_folders", "to_numpy",
            "stack_per_iteration", "tick_labels", "image_array"]
+
+
+def check_folders(folders, what: str) -> list:
+    """``folders`` (one path, or several) as a list of ``Path``, each an existing folder, else ``ValueError``: "no
+    {what} folders to merge" for none, "{what} folder(s) not found: ..." naming the missing ones (a merge of the
+    grader's shards, or of the cluster's task records)."""
+    if isinstance(folders, (str, os.PathLike)):
+        folders = [folders]
+    folders = [Path(f) for f in folders]
+    if not folders:
+        raise ValueError(f"no {what} folders to merge")
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise ValueError(f"{what} folder(s) not found: {', '.join(missing)}")
+    return folders
 
 
 def describe(x) -> str:

@@ -113,7 +113,7 @@ print(json.dumps(seen))
 
 @needs_sandbox
 def test_a_sandboxed_process_is_confined(tmp_path):
-    package = Path(sandbox.__file__).resolve().parents[2]
+    package = Path(sandbox.PACKAGE)
     secret = tmp_path / "grader" / "key"
     secret.parent.mkdir()
     secret.write_text("the grader's secret")
@@ -256,7 +256,7 @@ def test_attack_notebooks_score_nothing_and_honest_ones_keep_their_points(tmp_pa
     from capsule_lab.grading.engine.reference_cache import references_dir
 
     monkeypatch.setenv("CAPSULE_LAB_CACHE", str(tmp_path / "cache"))
-    package = str(Path(sandbox.__file__).resolve().parents[2])
+    package = sandbox.PACKAGE
     solution = ROOT / "solutions" / "01_capsules.ipynb"
     folder = tmp_path / "class"
     folder.mkdir()

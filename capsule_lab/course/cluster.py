@@ -48,7 +48,7 @@ import torch
 
 from .. import __version__
 from .. import training
-from .._checks import check_one_of, check_positive_int
+from .._checks import check_folders, check_one_of, check_positive_int
 from ..evidence.stats import correct_string
 from ..measures.cost import training_step_seconds
 from ..studies import depth as depth_study
@@ -418,14 +418,7 @@ def read_records(folders) -> list:
     """The task records in ``folders`` (each a folder of :func:`run_task`'s record files; hidden and temporary files and
     JSON files that are not task records are left out) → ``[(path, record file)]``, sorted by path. ``ValueError`` for
     a folder that does not exist. Chapters 04–08."""
-    if isinstance(folders, (str, os.PathLike)):
-        folders = [folders]
-    folders = [Path(f) for f in folders]
-    if not folders:
-        raise ValueError("no record folders to merge")
-    missing = [str(f) for f in folders if not f.is_dir()]
-    if missing:
-        raise ValueError(f"record folder(s) not found: {', '.join(missing)}")
+    folders = check_folders(folders, "record")
     found = []
     for path in sorted(p for f in folders for p in f.glob("*.json") if not p.name.startswith(".")):
         data = _read_json(path)

@@ -59,7 +59,6 @@ _MAX_LOAD_RESTARTS = 3
 _POLL = 0.02
 _TIGHT_MEMORY_MB = 2048           # below this, a child that does not start may lack the memory to import torch
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])   # the folder that holds capsule_lab/
-_PACKAGE = str(Path(__file__).resolve().parents[2])        # capsule_lab/ itself
 _WORKDIR_INSIDE = "/evaluation"                              # where a sandboxed child finds its request
 
 
@@ -226,10 +225,11 @@ def _child_command(workdir: Path, folder: Path, env: dict, sandbox: dict | None)
     hide = f"{os_sandbox.PACKAGE_MOUNT}/capsule_lab"
     bootstrap = (f"import sys; sys.path.insert(0, {os_sandbox.PACKAGE_MOUNT!r}); "
                  "from capsule_lab.grading.engine.child import run; run(sys.argv[1])")
-    readable = [r for r in sandbox["readable"] if r != _PACKAGE]
+    readable = [r for r in sandbox["readable"] if r != os_sandbox.PACKAGE]
     command = os_sandbox.sandboxed([sys.executable, "-I", "-c", bootstrap, _WORKDIR_INSIDE], cwd=str(folder),
                                    env=env, readable=readable, writable=[(str(workdir), _WORKDIR_INSIDE)],
-                                   hide=(_PACKAGE, hide), masked=[*sandbox["masked"], _PACKAGE])
+                                   hide=(os_sandbox.PACKAGE, hide),
+                                   masked=[*sandbox["masked"], os_sandbox.PACKAGE])
     return command, hide
 
 

@@ -45,7 +45,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["SANDBOX_UID", "BUBBLEWRAP", "NONE", "PACKAGE_MOUNT", "NOTEBOOK_FOLDER", "problem", "sandboxed", "confine",
-           "stage_folder", "private_folder",
+           "stage_folder", "private_folder", "handed_over", "PACKAGE",
            "exit_status", "no_new_processes_filter"]
 
 #: The user the sandboxed process runs as (``nobody``): when the grader runs as root, for real; otherwise as the name
@@ -56,6 +56,9 @@ BUBBLEWRAP, NONE = "bubblewrap", "none"
 
 _INSTALL = "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; `make setup` does it where apt is)"
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+#: The package's own folder (``capsule_lab/``): the kernel reads it where it lies, the evaluation child from
+#: :data:`PACKAGE_MOUNT` until :func:`confine` unmounts it.
+PACKAGE = str(Path(__file__).resolve().parents[2])
 #: Where the evaluation child sees the package until :func:`confine` unmounts it.
 PACKAGE_MOUNT = "/capsule-lab-package"
 #: Where a sandboxed kernel and evaluation find the copy of the notebook's folder (:func:`stage_folder`): their
@@ -233,9 +236,13 @@ def stage_folder(folder: str | os.PathLike, max_file_mb: float = 16):
 
 def private_folder(prefix: str) -> Path:
     """A new folder the grader hands to one sandboxed process to write in (the kernel's sockets, the evaluation's
-    results): owned by :data:`SANDBOX_UID` when the grader is root (so that the sandbox's user may write there), else
-    the grader's own, mode 0700 either way. Exercises 01–08."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+    results): mode 0700, :func:`handed_over`. Exercises 01–08."""
+    return handed_over(Path(tempfile.mkdtemp(prefix=prefix)))
+
+
+def handed_over(path: Path) -> Path:
+    """``path``, owned by :data:`SANDBOX_UID` when the grader is root (so that the sandbox's user may use it), else
+    left the grader's own (the same user inside the sandbox). Exercises 01–08."""
     if _as_root():
         os.chown(path, SANDBOX_UID, SANDBOX_UID)
     return path

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from ..._checks import check_folders
 from ..tasks import TASKS
 from .atomic import write_atomic, write_json
 from .written import write_written
@@ -113,12 +114,7 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
     in two folders (its ``sha256`` differs), or reports made by different graders (``capsule-lab
     grade-merge``, every chapter).
     """
-    folders = [Path(f) for f in folders]
-    if not folders:
-        raise ValueError("no report folders to merge")
-    missing = [str(f) for f in folders if not f.is_dir()]
-    if missing:
-        raise ValueError(f"report folder(s) not found: {', '.join(missing)}")
+    folders = check_folders(folders, "report")
     chosen: dict[str, tuple[Path, dict]] = {}
     conflicts, graders = [], {}
     for folder in folders:

@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import time
+from pathlib import Path
 
 from ..engine import sandbox as os_sandbox
 from ..engine.processes import DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, limited
@@ -53,8 +54,7 @@ def _kernel_in_sandbox(cmd: list, sandbox: dict, connection_file: str) -> list:
     if len(cmd) < 3 or cmd[1] != "-m":
         raise RuntimeError(f"the sandbox runs a kernel started as `python -m MODULE`, not {cmd!r}")
     sockets = os.path.dirname(connection_file)
-    if os.geteuid() == 0:                   # the sandbox's user reads it (the grader wrote it, mode 0600)
-        os.chown(connection_file, os_sandbox.SANDBOX_UID, os_sandbox.SANDBOX_UID)
+    os_sandbox.handed_over(Path(connection_file))   # the sandbox's user reads it (the grader wrote it, mode 0600)
     env = dict(sandbox["env"], JPY_PARENT_PID="1")     # its parent inside is the sandbox's pid 1: no poller
     return os_sandbox.sandboxed([cmd[0], "-c", _KERNEL_BOOT, *cmd[2:]], cwd=sandbox["folder"], env=env,
                                 readable=sandbox["readable"], writable=[(sockets, sockets)],

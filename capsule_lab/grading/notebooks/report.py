@@ -43,8 +43,6 @@ from .written import written_answers
 
 __all__ = ["chapter_of_notebook", "grade_notebook", "empty_report"]
 
-_PACKAGE = str(Path(__file__).resolve().parents[2])     # capsule_lab/: the kernel imports it
-
 
 def _chapter_from_metadata(nb) -> str | None:
     meta = nb.get("metadata", {}).get("capsule_lab", {}) if isinstance(nb, dict) else {}
@@ -93,7 +91,7 @@ def _sandbox(copy: Path, env: dict) -> dict:
     copy, at :data:`~capsule_lab.grading.engine.sandbox.NOTEBOOK_FOLDER`, their working folder), the package and the
     course's data, read-only; the reference cache masked."""
     inside = os_sandbox.NOTEBOOK_FOLDER
-    return {"folder": inside, "env": env, "readable": [(str(copy), inside), _PACKAGE, str(data_root())],
+    return {"folder": inside, "env": env, "readable": [(str(copy), inside), os_sandbox.PACKAGE, str(data_root())],
             "masked": [str(cache_root())]}
 
 
