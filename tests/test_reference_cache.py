@@ -180,7 +180,9 @@ def test_a_graded_function_cannot_read_the_kept_answers(tmp_path, monkeypatch):
     path = tmp_path / "01_capsules.ipynb"
     nbformat.write(nb, path)
     start = time.perf_counter()
-    report = grade_notebook(path)
+    # the evaluation's own refusal, without the OS sandbox (inside it the cache is not even mounted:
+    # tests/test_grading_sandbox.py)
+    report = grade_notebook(path, sandbox=False)
     squash = report["tasks"]["01.squash"]
     assert rc.cache_path(get_task("01.squash")).is_file(), "the grader kept the answers before grading"
     assert squash["status"] == "error" and "refuses to open" in squash["message"], squash

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import os
 import platform
 import shutil
@@ -79,11 +78,19 @@ def _as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-@functools.lru_cache(maxsize=None)
+_PROBLEM: list = []      # problem()'s answer, once measured in this process
+
+
 def problem() -> str | None:
     """Why no sandbox can start on this machine (a sentence that names the fix), or None when one can: Linux, ``bwrap``
     on the PATH, and a trial sandbox (with the namespaces, the mounts and the user the grader's use) that runs
     ``true``. Measured once per process. Exercises 01–08 (``capsule-lab grade``)."""
+    if not _PROBLEM:
+        _PROBLEM.append(_trial())
+    return _PROBLEM[0]
+
+
+def _trial() -> str | None:
     if not sys.platform.startswith("linux"):
         return (f"the grader's sandbox needs Linux (bubblewrap); this is {platform.system()}: grade on Linux (a "
                 "Slurm node, GitHub Actions' ubuntu runner, a Linux VM), or pass --no-sandbox to grade without one")
