@@ -170,6 +170,32 @@ def test_an_allow_list_names_objects_of_the_package():
         assert len(resolve_allowed(get_task(task_id).allowed)) >= len(get_task(task_id).allowed)
 
 
+BORROWED_FRAME_SQUASH = '''import operator
+import capsule_lab.grading.engine.running as _running
+from capsule_lab.grading.tasks.ch01 import _stand_in_squash
+_running.call_student = operator.call   # the grader's call site rebound: no frame of the student's in between
+squash = _stand_in_squash
+'''
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("grading-deny-01")
+def test_the_grader_s_own_frames_grant_nothing_to_what_the_student_rebinds(tmp_path):
+    """The issue's "grader's own frame, replaced": the notebook rebinds the module global through which the grader
+    calls the student's function to a frameless callable, and hands in the course's stand-in as its squash. Before
+    the fix the stand-in's caller was the grader's frame, so it ran, and the task passed."""
+    nb = master("01_capsules.ipynb")
+    replace_function(nb, "squash", BORROWED_FRAME_SQUASH)
+    path = tmp_path / "01_capsules.ipynb"
+    nbformat.write(nb, path)
+    report = grade_notebook(path, timeout=120, sandbox=False)   # the gate's own work (the sandbox changes nothing)
+    squash = report["tasks"]["01.squash"]
+    assert squash["status"] == "refused" and squash["points"] == 0, squash
+    assert "capsule_lab.grading.tasks.ch01._stand_in_squash" in squash["message"], squash["message"]
+    for honest in ("01.margin_loss", "01.primary_capsules", "01.equal_length"):
+        assert report["tasks"][honest]["status"] == "passed", report["tasks"][honest]
+
+
 OTHER_CHAPTERS_SQUASH = '''def squash(s, dim=-1):
     """Exercise 02's helper of the grading package computes Sabour's squash along the last dimension."""
     from capsule_lab.grading.tasks.ch02 import _squash

@@ -262,6 +262,18 @@ def refusing_caller(err: BaseException) -> str | None:
     return name if name and name.isidentifier() else None
 
 
+def _grader_code(code, engine: str) -> bool:
+    """Whether ``code`` is the grader's own: a file of the grading engine (``engine``), the task registry's data
+    model (``grading/tasks/registry.py``: it calls nothing of the package), or a method ``dataclasses`` or
+    ``NamedTuple`` generated (``<string>``: it only stores its fields)."""
+    path = code.co_filename
+    if path.startswith("<string>"):
+        return True
+    real = os.path.realpath(path)
+    return real.startswith(engine) or real == os.path.join(os.path.dirname(os.path.dirname(engine)), "tasks",
+                                                             "registry.py")
+
+
 def _machinery(functions: list, sealed: bool = False):
     """The gates of ``functions`` and the state they share, all in closures: nothing of it is an attribute of a
     module. Returns ``(install, uninstall, allow, hook, state)``."""
@@ -282,7 +294,15 @@ def _machinery(functions: list, sealed: bool = False):
 
     for code in originals:
         add(code)
-    kinds: dict = {}          # id(code) → (code, "package" | "through" | "other")
+    # sealed (the grader's evaluation process): the grader's own frames grant nothing but the grader's own code.
+    # Its code calls the student's function and reads module globals the student's code can rebind (a
+    # frameless callable such as ``operator.call`` or a ``functools.partial`` in their place would make the
+    # grader the caller of a stand-in); so a function called from the grader's frames runs only if it is the
+    # grader's too (its engine's, or a dataclass's generated method), whatever the student's code rebound.
+    engine = os.path.join(root, "grading", "engine") + os.sep
+    grader_keys = frozenset(k for k, code in enumerate(originals) if _grader_code(code, engine)) if sealed \
+        else frozenset()
+    kinds: dict = {}          # id(code) → (code, "package" | "grader" | "through" | "other")
     state = {"task": "", "allowed": frozenset(), "names": (), "twins": None, "trusted": 0, "sealed": False,
              "lists": {}, "saved": [], "tasks": {}, "on": False}
 
@@ -295,7 +315,7 @@ def _machinery(functions: list, sealed: bool = False):
         path = code.co_filename
         real = os.path.realpath(path) if path.startswith(os.sep) else path
         if package_codes.get(id(code)) is code:
-            result = "package"
+            result = "grader" if sealed and real.startswith(engine) else "package"
         elif path == "<gate>":
             result = "through" if id(code) in gate_ids else "other"
         elif real.startswith(root):
@@ -313,9 +333,9 @@ def _machinery(functions: list, sealed: bool = False):
             return
         while frame is not None:
             found = kind(frame.f_code)
-            if found == "package":
+            if found == "package" or (found == "grader" and key in grader_keys):
                 return
-            if found == "other":
+            if found != "through":
                 break
             frame = frame.f_back
         what = ", ".join(state["names"]) or "nothing"
