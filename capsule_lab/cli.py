@@ -5,10 +5,12 @@
                                                     exercises/ from solutions/ (all chapters)
     capsule-lab grade NOTEBOOK... [--out DIR] [--timeout S] [--task-timeout S] [--chapter NN]
                       [--jobs N] [--shard K/N] [--force] [--no-sandbox] [--memory-limit MB] [--cpu-limit S]
+                      [--key FILE]
                                                     execute and score student notebooks (all chapters),
                                                     N at a time; skips those already graded in DIR;
                                                     exit 0 when every notebook was graded, 1 if not
-    capsule-lab grade-merge DIR... --out DIR        one grades.csv from the report folders of shards
+    capsule-lab grade-merge DIR... --out DIR [--key FILE]
+                                                    one grades.csv from the signed reports of shards
     capsule-lab captions NOTEBOOK...                copy each figure's alt text and caption into its cell's
                                                     metadata for the book, after executing (chapters 01-08)
     capsule-lab bench routing [--device D] [--repeats N] [--shapes S...] [--no-memory]
@@ -128,7 +130,12 @@ SIGTERM), the reports written so far kept; 3 when no sandbox can start here (the
 The kernel and the scoring process run in an OS sandbox (bubblewrap, Linux: read-only files, a private
 /tmp, no network, their own processes only, another user, no new processes; the reference answers, the
 reports and your files are not there). --no-sandbox grades without one, with your rights: only for
-notebooks you trust; every report then says "sandbox": "none", and so does grades.csv."""
+notebooks you trust; every report then says "sandbox": "none", and so does grades.csv.
+
+Every report is signed (an HMAC) with the instructor's key: --key FILE, else $CAPSULE_LAB_GRADER_KEY, else
+~/.config/capsule-lab/grader.key, made on first use (mode 0600; never inside OUT). A report in OUT that the
+key did not sign is refused (named), left out of grades.csv, and its notebook graded again; grade-merge
+takes only signed reports. Shards on several machines need the same key file on each."""
 
 
 def _grade_arguments(p: argparse.ArgumentParser) -> None:
@@ -157,6 +164,19 @@ def _grade_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the notebooks' code without the OS sandbox, with your rights (where bubblewrap cannot "
                         "start: macOS, a container without namespaces); the reports say so")
+    _key_argument(p)
+
+
+def _key_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--key", default=None, metavar="FILE",
+                   help="the instructor's key that signs the reports (default: $CAPSULE_LAB_GRADER_KEY, else "
+                        "~/.config/capsule-lab/grader.key; `grade` makes it on first use)")
+
+
+def _print_refused(refused: list, command: str) -> None:
+    if refused:
+        print(f"capsule-lab {command}: refused {len(refused)} report(s) not signed with this grader's key (written "
+              f"by someone else, or with another key): {', '.join(map(str, refused))}", file=sys.stderr)
 
 
 def _print_report(r: dict, width: int) -> None:
@@ -230,11 +250,12 @@ def _grade(args: argparse.Namespace) -> int:
 
     try:
         batch = grade_batch(args.notebooks, args.out, jobs=jobs, shard=shard, force=args.force, on_start=start,
-                            on_report=show, **options)
+                            on_report=show, key_file=args.key, **options)
     except KeyboardInterrupt:
         print(f"capsule-lab grade: interrupted after {len(done)} notebook(s); their reports are in {args.out}/ "
               "— run the same command again to grade the rest", file=sys.stderr)
         return 130
+    _print_refused(batch.refused, "grade")
     if batch.skipped:
         print(f"skipped {len(batch.skipped)} already graded (same content, grader and settings; "
               "--force grades them again)")
@@ -248,25 +269,34 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _grade_merge_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = ("Copies every report of the DIRs into --out and rebuilds its grades.csv. exit status: 0 when "
-                "every notebook there was graded, 1 when one was not, 2 for bad arguments, a notebook graded "
-                "with different contents in two DIRs, or reports of different graders.")
+    p.epilog = ("Copies every report of the DIRs signed with the instructor's key (--key) into --out, signed again, "
+                "and rebuilds its grades.csv; reports the key did not sign are refused and named. exit status: 0 "
+                "when every notebook there was graded and no report was refused, 1 when one was not graded or a "
+                "report was refused, 2 for bad arguments, no key, a notebook graded with different contents in "
+                "two DIRs, or reports of different graders.")
     p.add_argument("folders", nargs="+", metavar="DIR", help="report folders of `capsule-lab grade` (its --out)")
     p.add_argument("--out", required=True,
                    help="folder for the merged reports and grades.csv (may be one of the DIRs)")
+    _key_argument(p)
 
 
 def _grade_merge(args: argparse.Namespace) -> int:
+    from .grading.engine.signing import instructor_key, key_path
     from .grading.notebooks.folder import merge_reports
 
-    reports = merge_reports(args.folders, args.out)
+    key_file = Path(args.key).expanduser() if args.key else key_path()
+    if not key_file.is_file():
+        raise ValueError(f"no grader's key at {key_file}: merge with the key the shards were graded with (--key)")
+    refused: list = []
+    reports = merge_reports(args.folders, args.out, key=instructor_key(key_file, outside=[args.out]),
+                            refused=refused)
     print(f"{len(reports)} report(s) from {len(args.folders)} folder(s): {Path(args.out) / 'grades.csv'}")
+    _print_refused(refused, "grade-merge")
     failed = [r["notebook"] for r in reports if not r["graded"]]
     if failed:
         print(f"capsule-lab grade-merge: {len(failed)} notebook(s) could not be graded: {', '.join(failed)}",
               file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failed or refused else 0
 
 
 # ---------------------------------------------------------------- bench

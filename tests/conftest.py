@@ -18,6 +18,9 @@ os.environ.setdefault("CAPSULE_LAB_PROFILE", "quick")
 # Reference answers kept on disk (capsule_lab.grading.engine.reference_cache) go to a folder of this test process, not
 # the user's cache: every test run computes them afresh, and the kernels and children it starts inherit the folder.
 os.environ.setdefault("CAPSULE_LAB_CACHE", tempfile.mkdtemp(prefix="capsule-lab-test-cache-"))
+# the instructor's key the grader signs with: made on first use in a folder of the tests' own, never ~/.config
+os.environ.setdefault("CAPSULE_LAB_GRADER_KEY", os.path.join(tempfile.mkdtemp(prefix="capsule-lab-test-key-"),
+                                                             "grader.key"))
 
 #: The tasks whose reference answer trains networks (chapter 04's revival runs, chapter 08's bench of a router).
 SLOW_TASKS = frozenset({"04.revival", "08.new_router"})

@@ -388,7 +388,10 @@ def test_time_limits_in_the_kernel_and_in_the_evaluation(stalling_04):
     # both loops time out (the check cell of dyr runs nothing in the grader's kernel); the kernel that swallowed the
     # interrupt is replaced, and the cells after it still run (in a fresh kernel: the grade does not depend on its
     # state)
-    assert report["timeout_cells"] == [stalling_04["swallow_cell"], stalling_04["loop_cell"]]
+    # (a cell before the first check — the imports of torch and the package — can pass the 4 s limit on a loaded
+    # machine: seen once, with another grading run beside this one; the limit under test is the loops')
+    late = [c for c in report["timeout_cells"] if c > stalling_04["check_cell"]]
+    assert late == [stalling_04["swallow_cell"], stalling_04["loop_cell"]], report["timeout_cells"]
     assert report["kernel_restarts"] == [{"cell": stalling_04["swallow_cell"],
                                           "why": "the kernel did not respond after the timeout"}]
     assert report["aborted"] is None and report["graded"]

@@ -5,6 +5,7 @@ honest one (issue: "a grader no student can reach around")."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -226,6 +227,57 @@ def squash(s, dim=-1):
 """
 
 
+#: A squash that is wrong (always zero) and the "friend" who hands in the same.
+TRIVIAL_SQUASH = """
+def squash(s, dim=-1):
+    return s * 0
+"""
+
+#: The kernel writes the trivial answers into the grader's cache under its file name (signed with a key of its own:
+#: it has not the instructor's), then kills its grading worker so that a fresh one reads the cache.
+POISON_ATTACK = TRIVIAL_SQUASH + r"""
+import dataclasses, os, signal
+if os.environ.get("CAPSULE_LAB_GRADING_KERNEL"):                   # only the kernel runs this block
+    from capsule_lab.grading import get_task
+    from capsule_lab.grading.engine import reference_cache as rc
+    from capsule_lab.grading.engine.running import expected
+    os.environ["CAPSULE_LAB_CACHE"] = {cache!r}
+    task = get_task("01.squash")
+    with rc.signed_by(bytes(32)):
+        rc.save(task, expected(dataclasses.replace(task, reference=squash)))
+    os.kill(os.getppid(), signal.SIGKILL)                          # the grading worker
+"""
+
+#: The kernel writes a graded, full-score report for the student's later submission into the output folder, with its
+#: sha256, the grader's fingerprint and the settings (the issue read them from /proc; the test hands them over).
+FORGE_ATTACK = TRIVIAL_SQUASH + r"""
+import json, os
+if os.environ.get("CAPSULE_LAB_GRADING_KERNEL"):
+    report = {{"notebook": {later!r}, "chapter": "01", "graded": True, "grading_error": None, "score": 5,
+              "max_score": 5, "tasks": {{}}, "timeout_cells": [], "cell_errors": [], "sha256": {sha256!r},
+              "grader": {grader!r}, "settings": {settings!r}}}
+    with open(os.path.join({out!r}, "later_01.json"), "w") as f:
+        json.dump(report, f)
+"""
+
+#: With --jobs 2, the kernel watches /tmp for the other notebook's evaluation folder and writes its results there.
+WATCH_ATTACK = TRIVIAL_SQUASH + r"""
+import glob, os, time, torch
+if os.environ.get("CAPSULE_LAB_GRADING_KERNEL"):
+    seen, deadline = set(), time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for folder in glob.glob("/tmp/capsule-lab-evaluation-*"):
+            seen.add(folder)
+            for k in range(8):
+                try:
+                    torch.save({{"found": True, "not_implemented": False, "cases": []}}, f"{{folder}}/result-{{k}}.pt")
+                except OSError:
+                    pass
+        time.sleep(0.05)
+    raise RuntimeError(f"saw {{len(seen)}} evaluation folder(s)")
+"""
+
+
 def _with_squash(solution: Path, code: str, out: Path) -> Path:
     nb = nbformat.read(solution, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("def squash")]
@@ -254,7 +306,7 @@ def extension(tmp_path_factory):
 @needs_sandbox
 def test_attack_notebooks_score_nothing_and_honest_ones_keep_their_points(tmp_path, extension, monkeypatch):
     from capsule_lab.grading import grade
-    from capsule_lab.grading.engine.reference_cache import references_dir
+    from capsule_lab.grading.engine.reference_cache import cache_root
 
     monkeypatch.setenv("CAPSULE_LAB_CACHE", str(tmp_path / "cache"))
     package = sandbox.PACKAGE
@@ -266,7 +318,9 @@ def test_attack_notebooks_score_nothing_and_honest_ones_keep_their_points(tmp_pa
         "process": PROCESS_ATTACK.replace("{so}", extension),
         "source": SOURCE_ATTACK.format(package=package),
         "prepared": PREPARED_ATTACK,
-        "cache": CACHE_ATTACK.format(cache=str(references_dir())),
+        "cache": CACHE_ATTACK.format(cache=str(cache_root() / "grader")),
+        "poison": POISON_ATTACK.format(cache=str(cache_root())),
+        "watch": WATCH_ATTACK,
     }
     paths = [_with_squash(solution, code, folder / f"{name}_01.ipynb") for name, code in attacks.items()]
     alone = grade([honest], tmp_path / "alone", timeout=120, jobs=1)[0]
@@ -283,7 +337,51 @@ def test_attack_notebooks_score_nothing_and_honest_ones_keep_their_points(tmp_pa
         assert squash["points"] == 0 and squash["status"] in ("error", "refused"), (name, squash)
         assert reason in squash["message"], (name, squash["message"])
         assert report["score"] == 4, (name, report["tasks"])             # the other tasks, honest, keep theirs
+    # the kernel wrote its answers into a private /tmp and signalled its own namespace's first process: the worker
+    # lived (the report is graded), the honest notebook kept its points, and the poisoner's squash is judged wrong
+    poison = by_name["poison"]
+    assert poison["graded"] and poison["tasks"]["01.squash"]["status"] == "wrong" and poison["score"] == 4
+    # the watcher, run beside the others, never saw another notebook's evaluation folder
+    watch = by_name["watch"]
+    assert any("saw 0 evaluation folder(s)" in e["evalue"] for e in watch["cell_errors"]), watch["cell_errors"]
+    assert watch["tasks"]["01.squash"]["status"] == "wrong" and watch["score"] == 4
 
+
+@pytest.mark.slow
+def test_without_the_sandbox_the_key_refuses_poisoned_answers_and_forged_reports(tmp_path, monkeypatch):
+    """--no-sandbox: the kernel runs with the grader's rights, so it can write the cache and the output folder and
+    kill its worker. What the key holds there: answers and reports written without it are refused (the attack code
+    does not read the key; with the grader's rights it could: book/instructors.md says so)."""
+    from capsule_lab.grading import grade_batch
+    from capsule_lab.grading.engine.reference_cache import cache_root, package_fingerprint
+
+    monkeypatch.setenv("CAPSULE_LAB_CACHE", str(tmp_path / "cache"))
+    solution = ROOT / "solutions" / "01_capsules.ipynb"
+    folder, out = tmp_path / "class", tmp_path / "out"
+    folder.mkdir()
+    honest = shutil.copy(solution, folder / "honest_01.ipynb")
+    later = shutil.copy(ROOT / "exercises" / "01_capsules.ipynb", folder / "later_01.ipynb")   # unanswered
+    settings = {"timeout": 120, "task_timeout": None, "chapter": None, "kernel_name": "python3", "sandbox": False}
+    forge = FORGE_ATTACK.format(later=str(later), sha256=hashlib.sha256(Path(later).read_bytes()).hexdigest(),
+                                grader=package_fingerprint(), settings=settings, out=str(out))
+    paths = {name: _with_squash(solution, code, folder / f"{name}_01.ipynb") for name, code in
+             (("forge", forge), ("poison", POISON_ATTACK.format(cache=str(cache_root()))), ("friend", TRIVIAL_SQUASH))}
+    alone = {p.name: grade_batch([p], tmp_path / f"alone-{p.stem}", jobs=1, sandbox=False).reports[0]
+             for p in (Path(honest), paths["friend"])}
+    # one worker: the forger, then the poisoner (its worker killed), then an honest notebook and the friend
+    batch = grade_batch([paths["forge"], paths["poison"], honest, paths["friend"]], out, jobs=1, sandbox=False)
+    got = {Path(r["notebook"]).name: r for r in batch.reports}
+    poison = got["poison_01.ipynb"]
+    assert not poison["graded"] and "the notebook's code ended its grading process" in poison["grading_error"]
+    for name, report in alone.items():                                  # exactly what they get alone
+        assert got[name]["tasks"] == report["tasks"] and got[name]["score"] == report["score"], name
+    assert got["friend_01.ipynb"]["tasks"]["01.squash"]["status"] == "wrong"
+    assert (out / "later_01.json").is_file(), "the forger's report is there, as in the issue"
+    # the later submission: graded, not skipped on the forged report, which is named as refused
+    again = grade_batch([later], out, jobs=1, sandbox=False)
+    assert again.skipped == [] and again.graded == [str(later)]
+    assert str(out / "later_01.json") in again.refused
+    assert again.reports[0]["graded"] and again.reports[0]["score"] == 0
 
 def test_a_result_with_fewer_gradients_is_judged_wrong_not_checked_less(tmp_path, monkeypatch):
     """A record that drops a gradient used to shorten the comparison (``zip``); now it is a failed case."""

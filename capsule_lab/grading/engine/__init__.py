@@ -9,8 +9,10 @@ in this list:
 - :mod:`.refusal`: a task's answers refused (their code replaced by one that raises :class:`~.refusal.AnswerRefused`);
 - :mod:`.lock`: deny by default — while the student's function runs, nothing of the package runs but what its
   task allows;
-- :mod:`.reference_cache`: the reference answers of each task kept on disk;
+- :mod:`.signing`: the instructor's key and the MACs on reports and on the grader's cache;
+- :mod:`.reference_cache`: the reference answers of each task kept on disk (the grader's own, signed);
 - :mod:`.running`: running the reference and the student's function on a task's cases;
+- :mod:`.hidden`: the cases ``grade`` draws for each notebook from the instructor's key;
 - :mod:`.judging`: the verdict (passed, wrong, error, refused, with the hint) and partial credit;
 - :mod:`.checking`: :func:`~.checking.check`, the students' feedback, and the stand-ins that let a task count on its
   own;

@@ -49,7 +49,7 @@ from ..tasks.registry import Case
 from .checking import stand_in_name, stand_ins
 from .lock import allow_task, deny_for_good, package_modules
 from .records import to_record
-from .reference_cache import references_dir
+from .reference_cache import cache_root
 from .running import Expected, StubAnswer, run_student
 from .sandbox import confine
 
@@ -108,9 +108,9 @@ LOADING_ALLOWED = ("capsule_lab.course.profiles.setup",)
 _LOADING = "this notebook's definitions (loaded before its tasks)"
 
 
-def _audit_hook(forbidden: frozenset, forbidden_folder: str):
-    """From now on: refuse to open the package's files again or anything in the reference cache (the answers,
-    ``forbidden_folder``), to look through ``gc``, to set a profile or trace function, to start processes, to call
+def _audit_hook(forbidden: frozenset, forbidden_folders: tuple):
+    """From now on: refuse to open the package's files again or anything in the reference caches (the answers:
+    the grader's and ``check``'s, ``forbidden_folders``), to look through ``gc``, to set a profile or trace function, to start processes, to call
     C functions through ctypes and to import the modules that would do either without an audit event."""
 
     def hook(event, args):
@@ -119,7 +119,7 @@ def _audit_hook(forbidden: frozenset, forbidden_folder: str):
                 path = os.path.realpath(os.fsdecode(args[0]))
             except (TypeError, ValueError):
                 return
-            if path in forbidden or path == forbidden_folder or path.startswith(forbidden_folder + os.sep):
+            if path in forbidden or any(path == f or path.startswith(f + os.sep) for f in forbidden_folders):
                 raise PermissionError(f"the grader refuses to open {path} while your functions are graded")
         elif event.startswith(_SPAWNING) or (event == "import" and args and args[0] in _UNIMPORTABLE):
             raise PermissionError("the grader does not let your functions start processes")
@@ -184,7 +184,8 @@ def main(workdir: str) -> int:
     if request.get("hide"):     # in the OS sandbox: the package's source unmounted, another user, no new processes
         linecache.clearcache()
         confine(request["hide"])
-    sys.addaudithook(_audit_hook(forbidden, os.path.realpath(references_dir())))
+    caches = tuple(os.path.realpath(cache_root() / name) for name in ("grader", "references"))
+    sys.addaudithook(_audit_hook(forbidden, caches))
     progress = os.path.join(workdir, "progress")
     _write(os.path.join(workdir, "ready"), b"")
 

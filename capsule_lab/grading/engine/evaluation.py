@@ -38,7 +38,7 @@ import torch
 from ..tasks import TASKS
 from ..tasks.registry import Task
 from .checking import stand_in_note
-from .judging import credit, earned_points, verdict
+from .judging import credit, earned_points, passed_cases, verdict
 from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
                         limited, start_in_new_session, usage)
 from . import sandbox as os_sandbox
@@ -77,11 +77,11 @@ def prepare(tasks: Sequence[Task]) -> None:
 
 
 def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], statement_timeout: float,
-             start: int, skip: list, replaced: dict | None = None, hide: str | None = None) -> dict:
+             start: int, skip: list, cases_of: dict, replaced: dict | None = None, hide: str | None = None) -> dict:
     specs = []
     for task in tasks:
         cases = [{"name": e.case.name, "args": list(e.case.args), "kwargs": dict(e.case.kwargs),
-                  "grad": e.case.grad, "weights": e.weights} for e in _EXPECTED[task.id]]
+                  "grad": e.case.grad, "weights": e.weights} for e in cases_of[task.id]]
         # the inputs only: the answers stay here; and the earlier tasks whose stand-ins take the student's place
         specs.append({"id": task.id, "cases": cases, "stand_ins": list((replaced or {}).get(task.id, ()))})
     return {"chapter": chapter, "folder": str(folder), "sources": sources, "tasks": specs, "start": start,
@@ -89,16 +89,23 @@ def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], s
 
 
 def _outcome(task: Task, status: str, problem: str | None = None, hint: str | None = None,
-             fraction: float = 0.0, failed: Sequence[str] = ()) -> dict:
-    """A task's outcome; ``fraction`` of its points for a task not passed (partial credit by case group)."""
+             fraction: float = 0.0, failed: Sequence[str] = (), hidden: dict | None = None) -> dict:
+    """A task's outcome; ``fraction`` of its points for a task not passed (partial credit by case group);
+    ``hidden``: ``{"cases", "passed"}`` of its hidden cases, where it had any."""
     passed = status == "passed"
     hint = "" if passed else (task.hint if hint is None else hint)
-    message = f"passed all {len(_EXPECTED[task.id])} cases" if passed else f"{problem} — hint: {hint}"
+    total = len(_EXPECTED[task.id]) + (hidden["cases"] if hidden else 0)
+    message = f"passed all {total} cases" if passed else f"{problem} — hint: {hint}"
+    if hidden:
+        message += f" (hidden cases drawn for this grading: {hidden['passed']} of {hidden['cases']} passed)"
     points = task.points if passed else earned_points(task, fraction if status in ("wrong", "error") else 0.0)
     if not passed and points:
         message += f" (case groups failed: {', '.join(failed)})"
-    return {"points": points, "max_points": task.points, "status": status,
-            "passed": passed, "message": message, "hint": hint}
+    out = {"points": points, "max_points": task.points, "status": status, "passed": passed, "message": message,
+           "hint": hint}
+    if hidden is not None:
+        out["hidden"] = dict(hidden)
+    return out
 
 
 def _memory_outcome(task: Task, memory_limit_mb: float) -> dict:
@@ -117,9 +124,10 @@ def _cpu_outcome(task: Task, cpu_limit_s: float, where: str) -> dict:
                     "repeats the whole computation")
 
 
-def _judge(task: Task, path: Path, memory_limit_mb: float = 0) -> dict:
-    """The outcome of one task from the child's result file (untrusted: any defect is an ``error``); with a
-    memory limit, a case that failed to allocate makes it ``memory limit``."""
+def _judge(task: Task, path: Path, cases: list, memory_limit_mb: float = 0) -> dict:
+    """The outcome of one task from the child's result file (untrusted: any defect is an ``error``) against
+    ``cases`` (its published and hidden :class:`Expected`); with a memory limit, a case that failed to allocate makes
+    it ``memory limit``."""
     try:
         if path.stat().st_size > _MAX_RESULT_BYTES:
             raise ValueError("the result is too large")
@@ -134,17 +142,22 @@ def _judge(task: Task, path: Path, memory_limit_mb: float = 0) -> dict:
             if memory_limit_mb and is_memory_error(result["failure"]):
                 return _memory_outcome(task, memory_limit_mb)
             return _outcome(task, "error", f"your function's result could not be read: {result['failure']}")
-        cases = result.get("cases")
-        if not isinstance(cases, list) or not cases or len(cases) > len(_EXPECTED[task.id]):
+        records = result.get("cases")
+        if not isinstance(records, list) or not records or len(records) > len(cases):
             raise ValueError("malformed result")
-        got = [from_record(c, task) for c in cases]
+        got = [from_record(c, task) for c in records]
     except Exception as err:  # noqa: BLE001 - whatever the child wrote, it earns nothing
         return _outcome(task, "error", f"the evaluation returned no usable result ({type(err).__name__}: {err})")
     if memory_limit_mb and any(g.error and is_memory_error(g.error) for g in got):
         return _memory_outcome(task, memory_limit_mb)
-    status, problem, hint = verdict(task, _EXPECTED[task.id], got)
-    fraction, failed = credit(task, _EXPECTED[task.id], got)
-    return _outcome(task, status, problem, hint, fraction, failed)
+    status, problem, hint = verdict(task, cases, got)
+    fraction, failed = credit(task, cases, got)
+    hidden = [k for k, e in enumerate(cases) if e.case.hidden]
+    counts = None
+    if hidden:
+        ok = passed_cases(task, cases, got)
+        counts = {"cases": len(hidden), "passed": sum(ok[k] for k in hidden)}
+    return _outcome(task, status, problem, hint, fraction, failed, counts)
 
 
 def _progress(workdir: Path, prefix: str) -> int | None:
@@ -172,7 +185,7 @@ def _limit_hit(code: int | None, seen: tuple | None, memory_limit_mb: float, cpu
 def score_functions(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task],
                     task_timeout: float = 60.0, env: dict | None = None,
                     memory_limit_mb: float | None = None, cpu_limit_s: float | None = None,
-                    sandbox: dict | None = None) -> dict:
+                    sandbox: dict | None = None, hidden: dict | None = None) -> dict:
     """Score ``tasks`` on the functions the notebook's code cells define (see the module docstring).
 
     ``sources``: the notebook's cells' sources, ``None`` for non-code cells; ``folder``: the notebook's
@@ -182,7 +195,9 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
     (:func:`~capsule_lab.grading.engine.processes.limited`). ``sandbox``: None, or each child runs in the OS sandbox
     (:mod:`.sandbox`: ``{"folder", "env", "readable", "masked"}`` as for the kernel), the package's source unmounted
     before the notebook's code runs, its request and results in a folder of its own that the grader reads once the
-    child is gone.
+    child is gone. ``hidden``: ``{task id: [Expected]}``, the notebook's hidden cases
+    (:func:`~capsule_lab.grading.engine.hidden.hidden_expected`), scored after the published ones; each outcome of
+    a task that has some records ``hidden: {cases, passed}``.
 
     A task that uses earlier tasks' functions (``Task.uses``) is graded on its own: where one of those did not
     pass, the task is graded again in a new child with that task's ``stand_in`` in place of the student's
@@ -198,7 +213,8 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
     memory_limit_mb = float(DEFAULT_MEMORY_LIMIT_MB if memory_limit_mb is None else memory_limit_mb)
     cpu_limit_s = float(default_cpu_limit(task_timeout) if cpu_limit_s is None else cpu_limit_s)
     prepare(tasks)
-    limits = (task_timeout, env, memory_limit_mb, cpu_limit_s, sandbox)
+    cases_of = {t.id: [*_EXPECTED[t.id], *(hidden or {}).get(t.id, ())] for t in tasks}
+    limits = (task_timeout, env, memory_limit_mb, cpu_limit_s, sandbox, cases_of)
     scored = _score(chapter, sources, folder, tasks, *limits)
     outcomes = scored["tasks"]
     replaced = {t.id: [u for u in t.uses if not outcomes.get(u, {}).get("passed")] for t in tasks}
@@ -234,10 +250,10 @@ def _child_command(workdir: Path, folder: Path, env: dict, sandbox: dict | None)
 
 
 def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequence[Task], task_timeout: float,
-           env: dict | None, memory_limit_mb: float, cpu_limit_s: float, sandbox: dict | None = None,
+           env: dict | None, memory_limit_mb: float, cpu_limit_s: float, sandbox: dict | None, cases_of: dict,
            replaced: dict | None = None) -> dict:
-    """:func:`score_functions` in child processes, without the second round; ``replaced``: {task id: [ids of the
-    earlier tasks whose stand-ins take the student's place]}."""
+    """:func:`score_functions` in child processes, without the second round; ``cases_of``: {task id: its published
+    and hidden cases}; ``replaced``: {task id: [ids of the earlier tasks whose stand-ins take the student's place]}."""
     folder = Path(folder).resolve() if sandbox is None else Path(sandbox["folder"])
     env = dict(os.environ if env is None else env)
     outcomes: dict[str, dict] = {}
@@ -254,7 +270,7 @@ def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequen
         workdir = (os_sandbox.private_folder("capsule-lab-evaluation-") if sandbox is not None
                    else Path(tempfile.mkdtemp(prefix="capsule-lab-evaluation-")))
         command, hide = _child_command(workdir, folder, env, sandbox)
-        torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip, replaced, hide),
+        torch.save(_request(chapter, folder, sources, tasks, task_timeout, start, skip, cases_of, replaced, hide),
                    workdir / "request.pt")
         proc = start_in_new_session(limited(command, memory_limit_mb, cpu_limit_s),
                                     cwd=str(folder if sandbox is None else workdir), env=env,
@@ -333,7 +349,8 @@ def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequen
         finally:
             kill_session(proc)
             for j in finished:              # the results, read once nothing can write them any more
-                outcomes[tasks[j].id] = _judge(tasks[j], workdir / f"result-{j}.pt", memory_limit_mb)
+                outcomes[tasks[j].id] = _judge(tasks[j], workdir / f"result-{j}.pt", cases_of[tasks[j].id],
+                                               memory_limit_mb)
             shutil.rmtree(workdir, ignore_errors=True)
 
     if grading_error is not None:

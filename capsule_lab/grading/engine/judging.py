@@ -23,11 +23,15 @@ from . import reference_cache
 from .records import Evaluation
 from .running import Expected, StubAnswer, evaluate
 
-__all__ = ["RTOL", "ATOL", "BUG_HUNT_HINT", "verdict", "credit", "earned_points"]
+__all__ = ["RTOL", "ATOL", "BUG_HUNT_HINT", "HIDDEN_NOTE", "verdict", "credit", "passed_cases", "earned_points"]
 
 #: What a bug hunt's failed check suggests besides the symptom (it names no line and no fix).
 BUG_HUNT_HINT = ("run the function you were given on this case and compare each intermediate value with a hand "
                  "computation from the chapter: the first one that differs is computed on the wrong line.")
+
+#: What a failed hidden case's message adds: the student saw only the published cases.
+HIDDEN_NOTE = (" (a case drawn for this grading: the published case of that name on other numbers, which `check` "
+               "does not run; an answer that fits only the published cases fails here)")
 
 #: The relative tolerance of a comparison with the reference (a task that states its band uses its own).
 RTOL = 1e-5
@@ -115,12 +119,18 @@ def _input_names(task: Task, case: Case) -> list:
     return [f"argument {i + 1}" for i in floating]
 
 
+def passed_cases(task: Task, cases: Sequence[Expected], got: Sequence[Evaluation]) -> list[bool]:
+    """For each of ``cases``: whether ``got`` has a result for it that matches the reference."""
+    return [index < len(got) and _compare(task, e.case, got[index], e.want, _input_names(task, e.case)) is None
+            for index, e in enumerate(cases)]
+
+
 def credit(task: Task, cases: Sequence[Expected], got: Sequence[Evaluation]) -> tuple[float, list[str]]:
     """``(fraction of the task's points earned, the case groups failed)``: each case group is worth an equal
-    share and is earned when every case in it matches the reference (a task of one group: all or nothing)."""
+    share and is earned when every case in it (published and hidden) matches the reference (a task of one group:
+    all or nothing)."""
     failed = []
-    for index, e in enumerate(cases):
-        ok = index < len(got) and _compare(task, e.case, got[index], e.want, _input_names(task, e.case)) is None
+    for e, ok in zip(cases, passed_cases(task, cases, got)):
         if not ok and e.case.group not in failed:
             failed.append(e.case.group)
     groups = list(dict.fromkeys(e.case.group for e in cases))
@@ -169,13 +179,18 @@ def verdict(task: Task, cases: Sequence[Expected], got: Sequence[Evaluation]) ->
                         _compare(task, e.case, g, mistaken, input_names) is None:
                     hint = wrong.hint
                     break
-        return status, f"{problem} on case '{e.case.name}'", hint
+        return status, f"{problem} on case '{e.case.name}'" + (HIDDEN_NOTE if e.case.hidden else ""), hint
     return "passed", None, ""
 
 
 def _mistake(task: Task, index: int, e: Expected) -> Evaluation | None:
     """What the task's known mistake ``index`` gives on the case of ``e`` (None: it is not implemented there), from
     the reference cache when it was kept (a mistake of an experiment trains networks), else run and kept."""
+    if e.case.hidden:       # drawn for one notebook: run, never kept
+        try:
+            return evaluate(task, task.wrong_answers[index].fn, e.case, e.weights, student=True)
+        except StubAnswer:
+            return None
     memo = (task.id, id(task), index, e.case.name)
     if memo in _MISTAKES:
         return _MISTAKES[memo]

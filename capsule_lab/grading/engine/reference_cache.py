@@ -14,25 +14,35 @@ The cases themselves (the inputs, seeded) are built again each time: they are ch
 only tensors, read with ``torch.load(weights_only=True)`` and checked field by field
 (:func:`~capsule_lab.grading.engine.records.from_record`); a file that does not match its task is ignored and written
 again. A cache that cannot be written (a read-only home) only costs the time. While a notebook's functions are
-graded, the evaluation process refuses to open anything under ``<cache>/references``
-(:mod:`capsule_lab.grading.engine.child`): the answers stay with the grader.
+graded, the evaluation process refuses to open anything under ``<cache>`` (:mod:`capsule_lab.grading.engine.child`),
+and in the OS sandbox the folder is not there at all: the answers stay with the grader.
+
+**The grader's cache is its own.** ``check`` in a student's kernel keeps ``<cache>/references``, unsigned: feedback
+only. The grader (:func:`signed_by`, entered by ``grade_notebook`` and every grading worker with the instructor's key,
+:mod:`.signing`) reads and writes ``<cache>/grader`` instead (mode 0700), where every file starts with a line
+``capsule-lab-mac <hex>``, the HMAC of the rest under the key; a file without a MAC that verifies is removed and
+computed again, so answers written by anyone without the key are never compared against.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
 import capsule_lab
 
 from .records import from_record, to_record
+from .signing import mac_bytes
 
-__all__ = ["CACHE_ENV", "cache_root", "references_dir", "package_fingerprint", "cache_path", "load", "save",
-           "load_mistake", "save_mistake"]
+__all__ = ["CACHE_ENV", "cache_root", "references_dir", "signed_by", "package_fingerprint", "cache_path", "load",
+           "save", "load_mistake", "save_mistake"]
 
 #: The environment variable that moves the cache (tests point it at a temporary folder).
 CACHE_ENV = "CAPSULE_LAB_CACHE"
@@ -47,9 +57,27 @@ def cache_root() -> Path:
     return Path(base).expanduser() / "capsule-lab"
 
 
+_KEY: list = []     # the grader's key while :func:`signed_by` is active (the innermost last)
+_MAC_LINE = b"capsule-lab-mac "
+
+
 def references_dir() -> Path:
-    """The folder of the reference answers, one file per task."""
-    return cache_root() / "references"
+    """The folder of the reference answers, one file per task: ``<cache>/references`` (``check``), or the grader's
+    own ``<cache>/grader`` while :func:`signed_by` is active."""
+    return cache_root() / ("grader" if _KEY else "references")
+
+
+@contextlib.contextmanager
+def signed_by(key: bytes) -> Iterator[None]:
+    """Within the block, this process reads and writes the grader's cache (``<cache>/grader``), every file signed
+    with ``key`` (the instructor's, :func:`~capsule_lab.grading.engine.signing.instructor_key`) and read only when
+    its MAC verifies (``capsule-lab grade``)."""
+    mac_bytes(b"", key)   # checks the key
+    _KEY.append(key)
+    try:
+        yield
+    finally:
+        _KEY.pop()
 
 
 def package_fingerprint() -> dict:
@@ -87,7 +115,12 @@ def _read(task, part: str) -> dict | None:
     if not path.is_file():
         return None
     try:
-        data = torch.load(path, weights_only=True)
+        raw = path.read_bytes()
+        if _KEY:        # the grader's cache: the first line is the MAC of the rest
+            line, _, raw = raw.partition(b"\n")
+            if not line.startswith(_MAC_LINE) or line[len(_MAC_LINE):].decode("ascii") != mac_bytes(raw, _KEY[-1]):
+                raise ValueError("not signed with the grader's key")
+        data = torch.load(io.BytesIO(raw), weights_only=True)
         if not isinstance(data, dict) or (data.get("format"), data.get("task"), data.get("part")) != (
                 _FORMAT, task.id, part):
             raise ValueError("another task's file")
@@ -103,10 +136,15 @@ def _write(task, part: str, data: dict) -> Path | None:
     path = cache_path(task, part)
     data = {"format": _FORMAT, "task": task.id, "part": part, **data}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700 if _KEY else 0o777)
+        buffer = io.BytesIO()
+        torch.save(data, buffer)
+        raw = buffer.getvalue()
+        if _KEY:
+            raw = _MAC_LINE + mac_bytes(raw, _KEY[-1]).encode("ascii") + b"\n" + raw
         handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{task.id}-", suffix=".tmp")
         with os.fdopen(handle, "wb") as f:
-            torch.save(data, f)
+            f.write(raw)
         os.replace(tmp, path)
         for old in path.parent.glob(f"{task.id}-{part}-*.pt"):     # kept for an older package or torch
             if old != path:

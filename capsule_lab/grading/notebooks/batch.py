@@ -22,7 +22,11 @@ is the same for a list of notebooks, returning their reports):
   chapter, ...); ``grades.csv`` is rebuilt after every report from the reports in the folder, one row per
   notebook in the order of the notebooks' paths (:mod:`.folder`). At the end, the reports of this run are
   written once more from memory, so nothing a later notebook's code wrote over them survives.
-- **Resume.** A notebook whose report in the folder has the same content hash, grader and settings, and
+- **Signed reports.** Each report carries a MAC under the instructor's key (``key_file``, default
+  :func:`~capsule_lab.grading.engine.signing.key_path`, made on first use, never inside the output folder;
+  :mod:`capsule_lab.grading.engine.signing`). Only reports that verify count: a file in the folder that does not is
+  ``refused`` (named in :class:`Batch`), left out of ``grades.csv``, and its notebook graded again.
+- **Resume.** A notebook whose signed report in the folder has the same content hash, grader and settings, and
   was graded, is skipped (``force=True`` grades everything again): an interrupted batch (Ctrl-C, a
   scheduler's time limit: SIGTERM is turned into an interrupt) resumes where it stopped. Which notebooks to
   skip is decided from the folder as it is before any student code runs.
@@ -50,6 +54,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from ..engine.reference_cache import package_fingerprint
 from ..engine.sandbox import problem as sandbox_problem
+from ..engine.signing import instructor_key, key_path, sign
 from .atomic import write_json
 from .folder import read_reports, write_summaries
 from .report import chapter_of_notebook, empty_report
@@ -61,11 +66,13 @@ __all__ = ["Batch", "grade_batch", "grade", "parse_shard", "shard_of", "default_
 
 class Batch(NamedTuple):
     """What :func:`grade_batch` did: ``reports`` of the batch's notebooks in the order given (graded now or
-    read back), and the paths it ``graded`` now and ``skipped`` (already graded, same content)."""
+    read back), the paths it ``graded`` now and ``skipped`` (already graded, same content), and the report files
+    in the folder it ``refused`` (not signed with the instructor's key)."""
 
     reports: list
     graded: list
     skipped: list
+    refused: list = []
 
 
 # ---------------------------------------------------------------- identities
@@ -173,16 +180,18 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
                 on_start: Callable[[list, list], None] | None = None,
                 on_report: Callable[[dict], None] | None = None, timeout: float = 120,
                 kernel_name: str = "python3", task_timeout: float | None = None, chapter: str | None = None,
-                **grading) -> Batch:
+                key_file: str | os.PathLike | None = None, **grading) -> Batch:
     """Grade ``paths`` into ``out_dir`` (see the module docstring): in ``jobs`` worker processes (None: in
     this one), the ``shard`` (K, N) only, skipping notebooks already graded there with the same content,
     grader and settings unless ``force``; ``on_start`` is
     called with the paths to grade and those skipped before the first notebook runs, ``on_report`` with
     each report as soon as it is written. ``timeout``, ``kernel_name``, ``task_timeout``,
     ``chapter`` and any further keyword go to :func:`~capsule_lab.grading.notebooks.report.grade_notebook` for
-    every notebook. Each report gets ``sha256``, ``grader``, ``settings`` and ``report`` (its file).
+    every notebook. Each report gets ``sha256``, ``grader``, ``settings`` and ``report`` (its file), and is signed
+    with the instructor's key in ``key_file`` (default :func:`~capsule_lab.grading.engine.signing.key_path`).
 
-    Raises ``ValueError`` for no notebooks, a bad ``jobs``, ``shard`` or time limit; ``KeyboardInterrupt``
+    Raises ``ValueError`` for no notebooks, a bad ``jobs``, ``shard`` or time limit, a key inside ``out_dir`` or one
+    others may read; ``KeyboardInterrupt``
     (also on SIGTERM) after stopping the workers, with the reports written so far kept
     (``capsule-lab grade``, every chapter).
     """
@@ -210,9 +219,12 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
     grading = {"timeout": timeout, "kernel_name": kernel_name, "task_timeout": task_timeout, "chapter": chapter,
                **grading}
     fingerprint = grader_fingerprint()
+    key_file = str(Path(key_file).expanduser() if key_file is not None else key_path())
+    signing_key = instructor_key(key_file, outside=[out])
 
-    # Before any student code runs: the folder as it is now, the notebooks' hashes, what to skip.
-    snapshot = read_reports(out)
+    # Before any student code runs: the folder as it is now (the reports signed with the key), the notebooks'
+    # hashes, what to skip.
+    snapshot = read_reports(out, signing_key)
     rows = {key: report for key, (_, report) in snapshot.items()}
     files_of = {key: path for key, (path, _) in snapshot.items()}
     taken = {path.name for path in files_of.values()}
@@ -249,6 +261,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
 
     def finish(key: str, report: dict) -> None:
         report.update(sha256=hashes[key], grader=fingerprint, settings=settings, report=str(files_of[key]))
+        report = sign(report, signing_key)
         write_json(files_of[key], report)
         done[key] = rows[key] = report
         write_summaries(list(rows.values()), out)
@@ -267,11 +280,11 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
     try:
         with _sigterm_interrupts():
             if todo and jobs is None:  # in this process, one after the other
-                prepare_chapters(sorted(chapters))  # every answer before the first notebook runs
+                prepare_chapters(sorted(chapters), key_file)  # every answer before the first notebook runs
                 for key in todo:
-                    finish(key, grade_one(key, grading))
+                    finish(key, grade_one(key, grading, key_file))
             elif todo:
-                workers = Workers(min(jobs, len(todo)), sorted(chapters), fingerprint["digest"], grading)
+                workers = Workers(min(jobs, len(todo)), sorted(chapters), fingerprint["digest"], grading, key_file)
                 try:
                     workers.run(todo, finish, died)
                 except BaseException:
@@ -291,7 +304,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
                     path.unlink()
         write_summaries(list(rows.values()), out)
     reports = [done.get(_key(p)) or rows[_key(p)] for p in given]
-    return Batch(reports, [k for k in todo if k in done], skipped)
+    return Batch(reports, [k for k in todo if k in done], skipped, [str(p) for p in snapshot.refused])
 
 
 def grade(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike = "reports", timeout: float = 120,

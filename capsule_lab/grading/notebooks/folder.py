@@ -9,6 +9,10 @@ notebook in the order of the notebooks' paths) and ``written.md``
 :func:`read_reports` reads it back (a batch resumes from it), and :func:`merge_reports` builds one folder and one
 ``grades.csv`` from the folders of several shards, refusing a notebook graded with different contents, or by
 different graders, in two of them.
+
+Every report the grader writes is signed with the instructor's key (:mod:`capsule_lab.grading.engine.signing`):
+given the key, :func:`read_reports` reads only the reports whose MAC verifies and lists the others as ``refused``, so
+neither a resumed batch nor a merge takes a report the grader did not write.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from pathlib import Path
 from typing import Sequence
 
 from ..._checks import check_folders
+from ..engine.signing import sign, verify
 from ..tasks import TASKS
 from .atomic import write_atomic, write_json
 from .written import write_written
 
-__all__ = ["CSV_NAME", "CSV_COLUMNS_HEAD", "CSV_COLUMNS_TAIL", "read_reports", "write_csv", "write_summaries",
-           "merge_reports"]
+__all__ = ["CSV_NAME", "CSV_COLUMNS_HEAD", "CSV_COLUMNS_TAIL", "Reports", "read_reports", "write_csv",
+           "write_summaries", "merge_reports"]
 
 #: The summary :func:`write_csv` writes into the grader's output folder.
 CSV_NAME = "grades.csv"
@@ -39,14 +44,25 @@ _REPORT_KEYS = {"notebook", "chapter", "graded", "score", "max_score", "tasks", 
                 "grading_error"}
 
 
-def read_reports(folder: str | os.PathLike) -> dict[str, tuple[Path, dict]]:
+class Reports(dict):
+    """:func:`read_reports`' answer: ``{notebook: (file, report)}``, and ``refused``, the files that look like reports
+    but whose MAC does not verify under the key (sorted)."""
+
+    refused: list
+
+
+def read_reports(folder: str | os.PathLike, key: bytes | None = None) -> Reports:
     """The reports in ``folder``: ``{notebook: (file, report)}`` from its ``*.json`` files (hidden and
     temporary files, and JSON that is not a grader's report, are left out); of two files naming the same
-    notebook, the newer. An absent folder has none (``capsule-lab grade``, ``capsule-lab grade-merge``)."""
+    notebook, the newer. With ``key`` (the instructor's), only reports signed with it count; the others are listed
+    in the answer's ``refused``. An absent folder has none (``capsule-lab grade``, ``capsule-lab grade-merge``)."""
     folder = Path(folder)
     found: dict[str, tuple[Path, dict, int]] = {}
+    refused: list[Path] = []
     if not folder.is_dir():
-        return {}
+        out = Reports()
+        out.refused = []
+        return out
     for path in sorted(folder.glob("*.json")):
         if path.name.startswith("."):
             continue
@@ -58,10 +74,15 @@ def read_reports(folder: str | os.PathLike) -> dict[str, tuple[Path, dict]]:
         if not (isinstance(report, dict) and _REPORT_KEYS <= set(report) and isinstance(report["notebook"], str)
                 and isinstance(report["tasks"], dict)):
             continue
-        key = report["notebook"]
-        if key not in found or mtime > found[key][2]:
-            found[key] = (path, report, mtime)
-    return {k: (p, r) for k, (p, r, _) in found.items()}
+        if key is not None and not verify(report, key):
+            refused.append(path)
+            continue
+        name = report["notebook"]
+        if name not in found or mtime > found[name][2]:
+            found[name] = (path, report, mtime)
+    out = Reports({k: (p, r) for k, (p, r, _) in found.items()})
+    out.refused = refused
+    return out
 
 
 def _csv_row(r: dict, columns: list[str]) -> list:
@@ -106,9 +127,12 @@ def write_summaries(reports: Sequence[dict], folder: str | os.PathLike) -> Path:
 
 # ---------------------------------------------------------------- merging shards
 
-def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> list[dict]:
+def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLike, key: bytes | None = None,
+                  refused: list | None = None) -> list[dict]:
     """One folder from the report folders of several shards: every report copied into ``out_dir`` (a report
     already there for another notebook stays) and one ``grades.csv`` rebuilt from them; returns the reports.
+    With ``key`` (the instructor's), only reports signed with it are taken, each copy signed again (its ``report``
+    field names the new file); the files refused are appended to ``refused``.
 
     Raises ``ValueError`` for a missing folder, no reports at all, a notebook graded with different contents
     in two folders (its ``sha256`` differs), or reports made by different graders (``capsule-lab
@@ -118,23 +142,27 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
     chosen: dict[str, tuple[Path, dict]] = {}
     conflicts, graders = [], {}
     for folder in folders:
-        for key, (path, report) in read_reports(folder).items():
+        found = read_reports(folder, key)
+        if refused is not None:
+            refused.extend(found.refused)
+        for name, (path, report) in found.items():
             graders.setdefault(json.dumps(report.get("grader"), sort_keys=True), str(path))
-            if key not in chosen:
-                chosen[key] = (path, report)
+            if name not in chosen:
+                chosen[name] = (path, report)
                 continue
-            first_path, first = chosen[key]
+            first_path, first = chosen[name]
             if first.get("sha256") != report.get("sha256"):
-                conflicts.append(f"{key}: {first_path} has content {str(first.get('sha256'))[:12]}, "
+                conflicts.append(f"{name}: {first_path} has content {str(first.get('sha256'))[:12]}, "
                                  f"{path} has {str(report.get('sha256'))[:12]}")
             elif report.get("graded") and not first.get("graded"):
-                chosen[key] = (path, report)
+                chosen[name] = (path, report)
     if conflicts:
         raise ValueError(f"{len(conflicts)} notebook(s) graded with different contents in two folders (a "
                          "student resubmitted between shards?); grade them again into one folder:\n  "
                          + "\n  ".join(conflicts[:20]))
     if not chosen:
-        raise ValueError(f"no grading reports in {', '.join(map(str, folders))}")
+        raise ValueError(f"no grading reports in {', '.join(map(str, folders))}"
+                         + (" signed with this grader's key" if key is not None else ""))
     if len(graders) > 1:
         raise ValueError("these reports were made by different graders (capsule_lab versions or sources): "
                          + "; ".join(f"{g} in e.g. {p}" for g, p in graders.items())
@@ -142,21 +170,23 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
-    existing = read_reports(out)
-    rows = {key: report for key, (_, report) in existing.items()}
-    taken = {path.name: key for key, (path, _) in existing.items()}
-    for key in sorted(chosen):
-        path, report = chosen[key]
-        target = existing[key][0] if key in existing else None
+    existing = read_reports(out, key)
+    rows = {name: report for name, (_, report) in existing.items()}
+    taken = {path.name: name for name, (path, _) in existing.items()}
+    for name in sorted(chosen):
+        path, report = chosen[name]
+        target = existing[name][0] if name in existing else None
         if target is None:
-            name, k = path.stem, 1
-            while f"{name}.json" in taken:
+            stem, k = path.stem, 1
+            while f"{stem}.json" in taken:
                 k += 1
-                name = f"{path.stem}__{k}"
-            target = out / f"{name}.json"
-            taken[target.name] = key
+                stem = f"{path.stem}__{k}"
+            target = out / f"{stem}.json"
+            taken[target.name] = name
         report = dict(report, report=str(target))
+        if key is not None:
+            report = sign(report, key)
         write_json(target, report)
-        rows[key] = report
+        rows[name] = report
     write_summaries(list(rows.values()), out)
     return sorted(rows.values(), key=lambda r: r["notebook"])

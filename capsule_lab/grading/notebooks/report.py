@@ -33,8 +33,10 @@ from pathlib import Path
 from ..engine import sandbox as os_sandbox
 from ..engine.checking import GRADING_KERNEL_ENV
 from ..engine.evaluation import prepare, score_functions
+from ..engine.hidden import draw, hidden_expected, new_nonce
 from ..engine.processes import DEFAULT_MEMORY_LIMIT_MB, Reaper, check_limits, default_cpu_limit
-from ..engine.reference_cache import cache_root
+from ..engine.reference_cache import cache_root, signed_by
+from ..engine.signing import instructor_key, key_path, sign
 from ...data.sources import data_root
 from ..tasks import TASKS, tasks_for_chapter
 from .atomic import write_json
@@ -83,22 +85,23 @@ def empty_report(path, chapter, timeout, task_timeout, error: str) -> dict:
             "definition_errors": [], "cell_errors": [], "timed_out": False, "timeout_cell": None,
             "timeout_cells": [], "limit_cells": [], "kernel_restarts": [], "kernel_died": False, "aborted": None,
             "timeout": timeout, "task_timeout": task_timeout, "memory_limit_mb": None, "cpu_limit_s": None,
-            "duration_s": 0.0, "written": {}, "sandbox": None}
+            "duration_s": 0.0, "written": {}, "sandbox": None, "hidden_draw": None}
 
 
-def _sandbox(copy: Path, env: dict) -> dict:
+def _sandbox(copy: Path, env: dict, key_file: Path) -> dict:
     """What the kernel's and the scoring process's sandboxes hold besides Python: the notebook's folder (its read-only
     copy, at :data:`~capsule_lab.grading.engine.sandbox.NOTEBOOK_FOLDER`, their working folder), the package and the
-    course's data, read-only; the reference cache masked."""
+    course's data, read-only; the reference cache and the key's folder masked (where a mount would show them)."""
     inside = os_sandbox.NOTEBOOK_FOLDER
     return {"folder": inside, "env": env, "readable": [(str(copy), inside), os_sandbox.PACKAGE, str(data_root())],
-            "masked": [str(cache_root())]}
+            "masked": [str(cache_root()), str(key_file.parent)]}
 
 
 def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: str = "python3",
                    chapter: str | None = None, report_path: str | os.PathLike | None = None,
                    task_timeout: float | None = None, memory_limit_mb: float | None = None,
-                   cpu_limit_s: float | None = None, sandbox: bool = True) -> dict:
+                   cpu_limit_s: float | None = None, sandbox: bool = True,
+                   key_file: str | os.PathLike | None = None) -> dict:
     """Grade one student's notebook; the file itself is never written.
 
     The notebook is read into memory; its chapter is ``chapter``, else its metadata, else its name. The
@@ -112,7 +115,10 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     POSIX (Linux, macOS). With ``sandbox`` (the default) the kernel and the scoring process run in the OS sandbox
     (:mod:`capsule_lab.grading.engine.sandbox`: bubblewrap, Linux), each with a read-only copy of the notebook's
     folder, and ``RuntimeError`` names the fix where none can start; ``sandbox=False`` (``capsule-lab grade
-    --no-sandbox``) runs them with the grader's rights, and the report says ``"sandbox": "none"``.
+    --no-sandbox``) runs them with the grader's rights, and the report says ``"sandbox": "none"``. The answers are
+    read from and kept in the grader's own cache, signed with the instructor's key (``key_file``, default
+    :func:`~capsule_lab.grading.engine.signing.key_path`; made on first use), which also signs the report written to
+    ``report_path`` (its ``"mac"``).
 
     Returns (and, with ``report_path``, writes as JSON) a report::
 
@@ -121,11 +127,12 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
          "definition_errors": [{cell, statement, error}], "cell_errors": [{cell, ename, evalue}],
          "timed_out", "timeout_cell", "timeout_cells", "limit_cells": [{cell, limit, message}],
          "kernel_restarts": [{cell, why}], "kernel_died", "aborted", "timeout", "task_timeout",
-         "memory_limit_mb", "cpu_limit_s", "duration_s", "sandbox" ("bubblewrap" or "none"),
+         "memory_limit_mb", "cpu_limit_s", "duration_s", "sandbox" ("bubblewrap" or "none"), "hidden_draw",
          "written": {question id: {title, answer, status, rubric, points (None), max_points}}}
 
     ``status`` is one of ``passed wrong error timeout``, ``not found``, ``refused``, ``memory limit``,
-    ``cpu limit``; ``limit_cells`` are the kernel's cells that hit a limit (``limit``: ``"memory"``, an
+    ``cpu limit``; a task with hidden cases (drawn for this notebook from the instructor's key and the nonce
+    ``hidden_draw``: :mod:`capsule_lab.grading.engine.hidden`) also has ``hidden: {cases, passed}``; ``limit_cells`` are the kernel's cells that hit a limit (``limit``: ``"memory"``, an
     allocation failed; ``"cpu"``, the kernel was killed and the next cell ran in a fresh one). ``graded`` is False
     (with ``grading_error``) only when grading itself failed: no kernel could start, the evaluation process
     could not start. ``written`` holds the student's written answers with their rubrics, for the instructor to
@@ -156,7 +163,22 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     if not tasks:
         raise ValueError(f"chapter {chapter!r} of {path.name} has no graded tasks "
                          f"(chapters with tasks: {', '.join(sorted({t.chapter for t in TASKS.values()}))})")
+    key_file = Path(key_file).expanduser() if key_file is not None else key_path()
+    key = instructor_key(key_file, outside=[Path(report_path).parent] if report_path is not None else [])
+    with signed_by(key):
+        report = _grade(path, nb, chapter, tasks, timeout, kernel_name, task_timeout, memory_limit_mb, cpu_limit_s,
+                        sandbox, key_file, key)
+    if report_path is not None:
+        write_json(Path(report_path), sign(report, key))
+    return report
+
+
+def _grade(path: Path, nb, chapter: str, tasks: list, timeout: float, kernel_name: str, task_timeout: float,
+           memory_limit_mb: float, cpu_limit_s: float, sandbox: bool, key_file: Path, key: bytes) -> dict:
+    """:func:`grade_notebook`'s work once its arguments are checked: the answers, the kernel's run, the scoring."""
     prepare(tasks)  # the answers, before any student code runs
+    nonce = new_nonce()
+    hidden = hidden_expected(tasks, draw(key, nonce))   # this notebook's hidden cases and their answers
     sources = [c.source if c.cell_type == "code" else None for c in nb.cells]
     folder = path.resolve().parent
     env = dict(os.environ)
@@ -165,12 +187,12 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     start = time.monotonic()
     with Reaper() as reaper, (os_sandbox.stage_folder(folder) if sandbox else nullcontext()) as copy:
         kernel_env = dict(env, **{GRADING_KERNEL_ENV: "1"})   # the notebook's check cells: feedback, not run here
-        box = _sandbox(copy, kernel_env) if sandbox else None
+        box = _sandbox(copy, kernel_env, key_file) if sandbox else None
         run = run_notebook(nb, folder, timeout, kernel_name, kernel_env, memory_limit_mb, cpu_limit_s, box)
         reaper.reap()  # nothing the kernel started outlives it
-        box = _sandbox(copy, env) if sandbox else None
+        box = _sandbox(copy, env, key_file) if sandbox else None
         scored = score_functions(chapter, sources, folder, tasks, task_timeout, env, memory_limit_mb, cpu_limit_s,
-                                 box)
+                                 box, hidden)
         reaper.reap()
     grading_error = run["kernel_error"] and f"no kernel could run the notebook: {run['kernel_error']}"
     grading_error = grading_error or scored["grading_error"]
@@ -199,7 +221,6 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
         "duration_s": round(time.monotonic() - start, 2),
         "written": written_answers(nb, chapter),
         "sandbox": os_sandbox.BUBBLEWRAP if sandbox else os_sandbox.NONE,
+        "hidden_draw": nonce,
     }
-    if report_path is not None:
-        write_json(Path(report_path), report)
     return report

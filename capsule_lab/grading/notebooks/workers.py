@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 
 from ..engine.evaluation import prepare
 from ..engine.processes import Reaper
-from ..engine.reference_cache import package_fingerprint
+from ..engine.reference_cache import package_fingerprint, signed_by
+from ..engine.signing import instructor_key
 from ..tasks import tasks_for_chapter
 from .report import empty_report, grade_notebook
 
@@ -32,32 +33,34 @@ __all__ = ["Workers", "grade_one", "prepare_chapters"]
 _WORKER_START_TIMEOUT = 600.0  # seconds for a worker to import torch and compute the batch's answers
 
 
-def grade_one(path: str, grading: dict) -> dict:
-    """:func:`~capsule_lab.grading.notebooks.report.grade_notebook` of ``path`` with the keywords ``grading``; a
-    notebook that cannot be graded at all gets a report saying why
+def grade_one(path: str, grading: dict, key_file: str | None = None) -> dict:
+    """:func:`~capsule_lab.grading.notebooks.report.grade_notebook` of ``path`` with the keywords ``grading`` and the
+    instructor's ``key_file``; a notebook that cannot be graded at all gets a report saying why
     (:func:`~capsule_lab.grading.notebooks.report.empty_report`) instead of stopping the batch (``capsule-lab
     grade``)."""
     try:
-        return grade_notebook(path, **grading)
+        return grade_notebook(path, key_file=key_file, **grading)
     except Exception as err:  # noqa: BLE001 - one bad file must not stop a class's grading
         return empty_report(Path(path), None, grading.get("timeout"), grading.get("task_timeout"),
                             f"{type(err).__name__}: {err}")
 
 
-def prepare_chapters(chapters: Sequence[str]) -> None:
-    """The inputs and reference answers of every task of ``chapters``, computed (or read from the reference cache)
-    in this process before any notebook of the batch runs (:func:`~capsule_lab.grading.engine.evaluation.prepare`)."""
-    prepare([t for c in chapters for t in tasks_for_chapter(c)])
+def prepare_chapters(chapters: Sequence[str], key_file: str | None = None) -> None:
+    """The inputs and reference answers of every task of ``chapters``, computed (or read from the grader's reference
+    cache, signed with the key in ``key_file``) in this process before any notebook of the batch runs
+    (:func:`~capsule_lab.grading.engine.evaluation.prepare`)."""
+    with signed_by(instructor_key(key_file)):
+        prepare([t for c in chapters for t in tasks_for_chapter(c)])
 
 
-def _worker(conn, chapters: list, digest: str, grading: dict) -> None:
+def _worker(conn, chapters: list, digest: str, grading: dict, key_file: str | None) -> None:
     """A grading worker (spawned): compute the batch's answers, say so (``("ready", problem or None)``), then
     grade each notebook it is sent (a path → ``("graded", path, report)``) until it is sent ``None``."""
     with contextlib.suppress(OSError):
         os.setpgrp()  # a Ctrl-C in the terminal reaches the batch's process, which stops the workers
     problem = None
     try:
-        prepare_chapters(chapters)
+        prepare_chapters(chapters, key_file)
         if package_fingerprint()["digest"] != digest:
             problem = ("capsule_lab's source files changed during grading (did a student's code write to them?): "
                        "reinstall the package and grade again, read-only this time")
@@ -75,7 +78,7 @@ def _worker(conn, chapters: list, digest: str, grading: dict) -> None:
         if problem:
             report = empty_report(Path(path), None, grading.get("timeout"), grading.get("task_timeout"), problem)
         else:
-            report = grade_one(path, grading)
+            report = grade_one(path, grading, key_file)
         conn.send(("graded", path, report))
 
 
@@ -84,9 +87,9 @@ class Workers:
     replaced. This process is a child subreaper meanwhile, so a dead worker's kernel and child come back here
     and are killed (:class:`Reaper`, re-entered after each replacement so that live workers are kept)."""
 
-    def __init__(self, jobs: int, chapters: list, digest: str, grading: dict):
+    def __init__(self, jobs: int, chapters: list, digest: str, grading: dict, key_file: str | None = None):
         self.context = multiprocessing.get_context("spawn")
-        self.args = (chapters, digest, grading)
+        self.args = (chapters, digest, grading, key_file)
         self.workers: list[dict] = []
         self.started = 0
         for _ in range(jobs):
@@ -155,10 +158,20 @@ class Workers:
                 why = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
                        else f"exit status {code}")
                 if w["busy"] is not None:
-                    finish(w["busy"], died(w["busy"], f"the grading worker died while grading it ({why}); "
-                                                      "the rest of the batch went on"))
+                    finish(w["busy"], died(w["busy"], self._death(why)))
                 # a worker that dies before it was ready is not replaced (it would die again)
                 self._reap_and_replace(replace=w["ready"] and bool(pending))
+
+    def _death(self, why: str) -> str:
+        """What a notebook's report says when its worker died while grading it: without the sandbox, the notebook's
+        code (it runs as the grader's user, and may signal the worker); in the sandbox it cannot (another PID
+        namespace and user), so the machine or the grader."""
+        if self.args[2].get("sandbox", True):
+            return (f"the grading worker died while grading it ({why}), not by the notebook's code, which the sandbox "
+                    "keeps from the grader's processes (the machine's memory? a fault of the grader?); the rest of "
+                    "the batch went on")
+        return (f"the notebook's code ended its grading process ({why}; without the sandbox its code may signal "
+                "the grader's processes); this notebook only, the rest of the batch went on")
 
     def close(self, kill: bool = False) -> None:
         """Stop the workers (``kill``: at once, e.g. on Ctrl-C) and kill whatever they left behind."""

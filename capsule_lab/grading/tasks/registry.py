@@ -26,13 +26,14 @@ so that the registry is complete as soon as anything of :mod:`capsule_lab.gradin
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
 __all__ = ["Case", "WrongAnswer", "Task", "KINDS", "TASKS", "register", "task_ids", "get_task",
-           "tasks_for_chapter", "generator", "randn"]
+           "tasks_for_chapter", "generator", "randn", "drawn"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class Case:
     reference's), ``"finite"`` (they must only be finite, e.g. at s = 0) or ``"none"``. ``group``: the case
     group it belongs to (e.g. ``"float64"``, ``"zero vectors"``); a task whose cases form several groups
     gives partial credit, its points shared equally among the groups, each earned when all its cases pass.
-    The exercise lists the groups, so that no case surprises the student.
+    The exercise lists the groups, so that no case surprises the student. ``hidden``: a case ``grade`` drew for one
+    notebook, like a published case of the same name but on other random inputs (``check`` never runs one).
     """
 
     name: str
@@ -51,6 +53,7 @@ class Case:
     kwargs: dict = field(default_factory=dict)
     grad: str = "compare"
     group: str = ""
+    hidden: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,9 +201,29 @@ def tasks_for_chapter(chapter: str) -> list[Task]:
 
 # ---------------------------------------------------------------- helpers for the chapters' cases
 
+_DRAW: list = []    # the draw of hidden cases while :func:`drawn` is active (the innermost last)
+
+
 def generator(seed: int) -> torch.Generator:
-    """A CPU random generator with this seed: every task's cases are the same on every run."""
+    """A CPU random generator with this seed: every task's cases are the same on every run — except within
+    :func:`drawn`, where the seed is mixed with the draw's, so the same cases come out on other numbers."""
+    if _DRAW:
+        seed = (seed * 0x9E3779B97F4A7C15 + _DRAW[-1]) % 2 ** 63
     return torch.Generator().manual_seed(seed)
+
+
+@contextlib.contextmanager
+def drawn(draw: int) -> Iterator[None]:
+    """Within the block, :func:`generator` draws other numbers, fixed by ``draw`` (a whole number ≥ 0): the grader
+    builds a task's hidden cases with its ``cases()`` here (:func:`~capsule_lab.grading.engine.hidden.hidden_cases`).
+    """
+    if isinstance(draw, bool) or not isinstance(draw, int) or draw < 0:
+        raise ValueError(f"a draw is a whole number >= 0, got {draw!r}")
+    _DRAW.append(draw % 2 ** 63)
+    try:
+        yield
+    finally:
+        _DRAW.pop()
 
 
 def randn(gen, *shape, dtype=torch.float32, scale=1.0):

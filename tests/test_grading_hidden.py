@@ -1,0 +1,150 @@
+"""capsule_lab.grading.engine.hidden: the cases ``grade`` draws for each notebook from the instructor's key — the draw
+against an HMAC computed here, the cases' shapes and groups against their published twins, and a notebook of answers
+pasted for the published cases graded by the real grader (issue 43, item 3: "answers pasted from Colab")."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import io
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from capsule_lab.grading import get_task
+from capsule_lab.grading.engine.hidden import HIDDEN_KINDS, draw, hidden_cases, hidden_expected
+from capsule_lab.grading.engine.running import expected
+from capsule_lab.grading.tasks import TASKS
+from capsule_lab.grading.tasks.registry import drawn, generator
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = bytes(range(32))
+
+
+def test_the_draw_is_the_hmac_of_the_nonce_under_the_key():
+    want = int.from_bytes(hmac.new(KEY, b"hidden cases\0abc", hashlib.sha256).digest()[:8], "big") >> 1
+    assert draw(KEY, "abc") == want
+    assert draw(KEY, "abd") != want and draw(bytes(32), "abc") != want
+    with pytest.raises(ValueError, match="key"):
+        draw(b"short", "abc")
+    with pytest.raises(ValueError, match="nonce"):
+        draw(KEY, "")
+
+
+def test_a_draw_changes_every_seed_and_only_within_the_block():
+    plain = torch.rand(3, generator=generator(7))
+    with drawn(5):
+        a = torch.rand(3, generator=generator(7))
+        with drawn(6):
+            b = torch.rand(3, generator=generator(7))
+    assert not torch.equal(a, plain) and not torch.equal(a, b)
+    assert torch.equal(torch.rand(3, generator=generator(7)), plain)
+    with drawn(5):
+        assert torch.equal(torch.rand(3, generator=generator(7)), a)        # the same draw: the same numbers
+    with pytest.raises(ValueError, match="whole number"):
+        with drawn(-1):
+            pass
+
+
+def _tensors(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _numbers(value) -> list:
+    """Every number and string in ``value`` (tensors, lists, tuples, dicts by key), in order."""
+    if isinstance(value, torch.Tensor):
+        return value.double().flatten().tolist()
+    if isinstance(value, (tuple, list)):
+        return [n for v in value for n in _numbers(v)]
+    if isinstance(value, dict):
+        return [n for k in sorted(value, key=str) for n in _numbers(value[k])]
+    return [value] if isinstance(value, (int, float, str)) else []
+
+
+@pytest.mark.parametrize("task_id", list(TASKS))
+def test_hidden_cases_mirror_the_published_ones_on_other_numbers(task_id):
+    task = get_task(task_id)
+    hidden = hidden_cases(task, draw(KEY, "n1"))
+    if task.kind not in HIDDEN_KINDS:
+        assert hidden == []                                               # a prediction stays a number
+        return
+    assert hidden, f"{task_id} has no hidden case"
+    published = {c.name: c for c in task.cases()}
+    for case in hidden:
+        assert case.hidden and case.name.startswith("hidden: ")
+        twin = published[case.name[len("hidden: "):]]
+        assert case.group == twin.group and case.grad == twin.grad and case.kwargs.keys() == twin.kwargs.keys()
+        tensors = list(zip(_tensors(case.args), _tensors(twin.args)))
+        assert all(a.shape == b.shape and a.dtype == b.dtype for a, b in tensors)
+        assert _numbers(case.args) != _numbers(twin.args) or _numbers(case.kwargs) != _numbers(twin.kwargs)
+    again = hidden_cases(task, draw(KEY, "n1"))                           # the nonce and the key redraw them
+    assert all(torch.equal(a, b) for x, y in zip(hidden, again) for a, b in zip(_tensors(x.args), _tensors(y.args)))
+
+
+def test_the_hidden_answers_are_the_reference_s_on_the_hidden_inputs():
+    task = get_task("01.squash")
+    number = draw(KEY, "n2")
+    (out,) = hidden_expected([task], number).values()
+    for e in out:
+        s = e.case.args[0].double()
+        n2 = (s * s).sum(dim=e.case.kwargs.get("dim", -1), keepdim=True)        # eq. (1), computed here
+        want = n2 / (1 + n2) * s / torch.sqrt(n2).clamp_min(1e-300)
+        assert torch.allclose(e.want.outputs[0].double(), want, rtol=1e-5, atol=1e-6), e.case.name
+
+
+#: Exercise 01's squash as a table: the published inputs' outputs and Jacobians, pasted (base64 of torch.save), as a
+#: student who computed them with the package in Colab would.
+PASTED_SQUASH = '''import base64, io, torch
+_TABLE = torch.load(io.BytesIO(base64.b64decode("{table}")), weights_only=True)
+def squash(s, dim=-1):
+    for x, d, y, jacobian in _TABLE:
+        if d == dim and x.shape == s.shape and x.dtype == s.dtype and torch.equal(x, s.detach()):
+            delta = (s - s.detach()).reshape(-1)
+            return y + (jacobian.reshape(y.numel(), -1) @ delta).reshape(y.shape)
+    return torch.zeros_like(s)
+'''
+
+
+def _pasted_table() -> str:
+    from capsule_lab.capsules import squash
+
+    rows = []
+    for case in get_task("01.squash").cases():
+        s, dim = case.args[0], case.kwargs.get("dim", -1)
+        jacobian = torch.autograd.functional.jacobian(lambda x: squash(x, dim), s)
+        rows.append((s, dim, squash(s, dim), jacobian))
+    buffer = io.BytesIO()
+    torch.save(rows, buffer)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+@pytest.mark.notebook
+def test_answers_pasted_for_the_published_cases_earn_nothing_on_the_hidden_ones(tmp_path):
+    from capsule_lab.grading import grade_notebook
+    from capsule_lab.grading.engine.checking import check
+
+    table = _pasted_table()
+    namespace: dict = {}
+    exec(PASTED_SQUASH.format(table=table), namespace)
+    assert check("01.squash", namespace["squash"], verbose=False), "the table passes the published cases"
+    nb = nbformat.read(ROOT / "solutions" / "01_capsules.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("def squash")]
+    cell.source = PASTED_SQUASH.format(table=table)
+    pasted = tmp_path / "pasted" / "01_capsules.ipynb"
+    pasted.parent.mkdir()
+    nbformat.write(nb, pasted)
+    report = grade_notebook(pasted, timeout=120, sandbox=False)
+    squash = report["tasks"]["01.squash"]
+    assert squash["points"] == 0 and squash["status"] == "wrong", squash
+    assert squash["hidden"] == {"cases": 9, "passed": 0} and "drawn for this grading" in squash["message"]
+    assert len(report["hidden_draw"]) == 16
+    honest = grade_notebook(ROOT / "solutions" / "01_capsules.ipynb", timeout=120, sandbox=False)
+    assert honest["tasks"]["01.squash"]["hidden"] == {"cases": 9, "passed": 9} and honest["score"] == 5
+    assert honest["hidden_draw"] != report["hidden_draw"]                 # drawn again for every notebook
