@@ -148,3 +148,33 @@ def test_answers_pasted_for_the_published_cases_earn_nothing_on_the_hidden_ones(
     honest = grade_notebook(ROOT / "solutions" / "01_capsules.ipynb", timeout=120, sandbox=False)
     assert honest["tasks"]["01.squash"]["hidden"] == {"cases": 9, "passed": 9} and honest["score"] == 5
     assert honest["hidden_draw"] != report["hidden_draw"]                 # drawn again for every notebook
+
+
+def _solution_functions(chapter: str) -> dict:
+    """The functions of the chapter's solution notebook, defined as the grader's child defines them."""
+    from capsule_lab.grading.engine.child import definitions
+
+    nb = nbformat.read(ROOT / "solutions" / next(p.name for p in (ROOT / "solutions").glob(f"{chapter}_*.ipynb")),
+                       as_version=4)
+    namespace: dict = {"__name__": "__main__"}
+    for index, module in definitions([c.source if c.cell_type == "code" else None for c in nb.cells]):
+        if type(module.body[0]).__name__ in ("Import", "ImportFrom", "FunctionDef"):
+            exec(compile(module, f"<cell {index}>", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("chapter", sorted({t.chapter for t in TASKS.values()}))
+def test_the_solutions_pass_the_hidden_cases_of_many_draws(chapter):
+    """The solution notebooks (written apart from the references) on eight draws: the hidden cases' tolerances hold
+    for a right answer whatever the numbers."""
+    from capsule_lab.grading.engine.judging import verdict
+    from capsule_lab.grading.engine.running import run_student
+
+    functions = _solution_functions(chapter)
+    tasks = [t for t in TASKS.values() if t.chapter == chapter and t.kind in HIDDEN_KINDS]
+    for nonce in range(8):
+        for task_id, cases in hidden_expected(tasks, draw(KEY, f"draw {nonce}")).items():
+            task = get_task(task_id)
+            got = run_student(task, functions[task.function], cases)
+            status, problem, _ = verdict(task, cases, got)
+            assert status == "passed", (task_id, nonce, problem)
