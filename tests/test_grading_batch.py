@@ -28,6 +28,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 
 from capsule_lab import cli
+from capsule_lab.grading.engine.signing import instructor_key, sign
 from capsule_lab.grading.notebooks import batch
 from capsule_lab.grading.notebooks.batch import grade_batch, grader_fingerprint, parse_shard, shard_of
 from capsule_lab.grading.notebooks.folder import read_reports
@@ -227,12 +228,19 @@ def test_merge_refuses_disagreeing_duplicates_and_mixed_graders(graded, tmp_path
     assert cli.main(["grade-merge", str(a), str(b), "--out", str(tmp_path / "same")]) == 0  # duplicates that agree
     assert (tmp_path / "same" / "grades.csv").read_text() == graded["csv"]
     bob = json.loads((b / "bob.json").read_text())
+    # edited by hand, unsigned: refused and named (exit 1), the other folder's bob taken
     (b / "bob.json").write_text(json.dumps(dict(bob, sha256="0" * 64)))
+    assert cli.main(["grade-merge", str(a), str(b), "--out", str(tmp_path / "unsigned")]) == 1
+    assert "refused 1 report(s)" in capsys.readouterr().err
+    assert (tmp_path / "unsigned" / "grades.csv").read_text() == graded["csv"]
+    # as another grading with the same key would write them: the disagreement itself is refused (exit 2)
+    key = instructor_key()
+    (b / "bob.json").write_text(json.dumps(sign(dict(bob, sha256="0" * 64), key)))
     assert cli.main(["grade-merge", str(a), str(b), "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
     assert "graded with different contents" in err and "bob.ipynb" in err and "000000000000" in err
     assert not (tmp_path / "m").exists()
-    (b / "bob.json").write_text(json.dumps(dict(bob, grader={"version": "0.0.1", "digest": "old"})))
+    (b / "bob.json").write_text(json.dumps(sign(dict(bob, grader={"version": "0.0.1", "digest": "old"}), key)))
     assert cli.main(["grade-merge", str(a), str(b), "--out", str(tmp_path / "m")]) == 2
     assert "different graders" in capsys.readouterr().err
     assert cli.main(["grade-merge", str(tmp_path / "nowhere"), "--out", str(tmp_path / "m")]) == 2

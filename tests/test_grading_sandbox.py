@@ -270,11 +270,11 @@ if os.environ.get("CAPSULE_LAB_GRADING_KERNEL"):
             seen.add(folder)
             for k in range(8):
                 try:
-                    torch.save({{"found": True, "not_implemented": False, "cases": []}}, f"{{folder}}/result-{{k}}.pt")
+                    torch.save({"found": True, "not_implemented": False, "cases": []}, f"{folder}/result-{k}.pt")
                 except OSError:
                     pass
         time.sleep(0.05)
-    raise RuntimeError(f"saw {{len(seen)}} evaluation folder(s)")
+    raise RuntimeError(f"saw {len(seen)} evaluation folder(s)")
 """
 
 
