@@ -142,6 +142,17 @@ def test_merge_takes_the_shard_that_really_graded_and_names_the_forged_report(tm
     assert rows[1].startswith("x.ipynb,01,yes,0,9") and len(rows) == 3
 
 
+def test_merge_verifies_with_the_instructor_s_key_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv(signing.KEY_ENV, str(tmp_path / "absent.key"))
+    (tmp_path / "one").mkdir()
+    with pytest.raises(ValueError, match="no grader's key"):
+        merge_reports([tmp_path / "one"], tmp_path / "out")
+    key = signing.instructor_key(tmp_path / "absent.key")
+    _write(tmp_path / "one" / "x.json", signing.sign(_report("x.ipynb", 3), key))
+    _write(tmp_path / "one" / "y.json", _report("y.ipynb", 9))
+    assert [r["notebook"] for r in merge_reports([tmp_path / "one"], tmp_path / "out")] == ["x.ipynb"]
+
+
 def test_grade_merge_command_exits_1_naming_the_refused_report(tmp_path):
     key_file = tmp_path / "grader.key"
     key = signing.instructor_key(key_file)

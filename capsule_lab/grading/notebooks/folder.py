@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..._checks import check_folders
-from ..engine.signing import sign, verify
+from ..engine.signing import instructor_key, key_path, sign, verify
 from ..tasks import TASKS
 from .atomic import write_atomic, write_json
 from .written import write_written
@@ -131,14 +131,19 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
                   refused: list | None = None) -> list[dict]:
     """One folder from the report folders of several shards: every report copied into ``out_dir`` (a report
     already there for another notebook stays) and one ``grades.csv`` rebuilt from them; returns the reports.
-    With ``key`` (the instructor's), only reports signed with it are taken, each copy signed again (its ``report``
-    field names the new file); the files refused are appended to ``refused``.
+    Only reports signed with ``key`` (default: the instructor's, at
+    :func:`~capsule_lab.grading.engine.signing.key_path`, which must exist) are taken, each copy signed again (its
+    ``report`` field names the new file); the files refused are appended to ``refused``.
 
-    Raises ``ValueError`` for a missing folder, no reports at all, a notebook graded with different contents
+    Raises ``ValueError`` for no key, a missing folder, no signed reports, a notebook graded with different contents
     in two folders (its ``sha256`` differs), or reports made by different graders (``capsule-lab
     grade-merge``, every chapter).
     """
     folders = check_folders(folders, "report")
+    if key is None:
+        if not key_path().is_file():
+            raise ValueError(f"no grader's key at {key_path()}: merge with the key the shards were graded with")
+        key = instructor_key(key_path(), outside=[out_dir])
     chosen: dict[str, tuple[Path, dict]] = {}
     conflicts, graders = [], {}
     for folder in folders:
@@ -161,8 +166,7 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
                          "student resubmitted between shards?); grade them again into one folder:\n  "
                          + "\n  ".join(conflicts[:20]))
     if not chosen:
-        raise ValueError(f"no grading reports in {', '.join(map(str, folders))}"
-                         + (" signed with this grader's key" if key is not None else ""))
+        raise ValueError(f"no grading reports signed with this grader's key in {', '.join(map(str, folders))}")
     if len(graders) > 1:
         raise ValueError("these reports were made by different graders (capsule_lab versions or sources): "
                          + "; ".join(f"{g} in e.g. {p}" for g, p in graders.items())
@@ -183,9 +187,7 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
                 stem = f"{path.stem}__{k}"
             target = out / f"{stem}.json"
             taken[target.name] = name
-        report = dict(report, report=str(target))
-        if key is not None:
-            report = sign(report, key)
+        report = sign(dict(report, report=str(target)), key)
         write_json(target, report)
         rows[name] = report
     write_summaries(list(rows.values()), out)
