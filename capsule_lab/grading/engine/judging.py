@@ -29,7 +29,7 @@ __all__ = ["RTOL", "ATOL", "GRAD_ATOL_SINGLE", "BUG_HUNT_HINT", "HIDDEN_NOTE", "
 BUG_HUNT_HINT = ("run the function you were given on this case and compare each intermediate value with a hand "
                  "computation from the chapter: the first one that differs is computed on the wrong line.")
 
-#: What a failed hidden case's message adds: the student saw only the published cases.
+#: The note added to the message of a failed hidden case (the student saw the published cases only).
 HIDDEN_NOTE = (" (a case drawn for this grading: the published case of that name on other numbers, which `check` "
                "does not run; an answer that fits only the published cases fails here)")
 

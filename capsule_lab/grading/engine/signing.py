@@ -5,14 +5,14 @@ A score is only as good as the file that carries it. A report in the output fold
 graded again (a batch resumes from the folder) and what ``grade-merge`` copies; an entry of the reference cache
 decides what counts as the right answer. Anyone who can write those folders — a notebook graded without the
 sandbox, a student handing in a shard's folder — could otherwise write a report or an answer the grader would
-take as its own. So each carries a MAC, an HMAC-SHA256 (:mod:`hmac`) under a key only the instructor holds:
+take as its own. So each carries a MAC, an HMAC-SHA256 (Python's ``hmac``) under a key only the instructor holds:
 
-- the key is 32 random bytes (:func:`secrets.token_bytes`), written as hex to :func:`key_path`
+- the key is 32 random bytes (``secrets.token_bytes``), written as hex to :func:`key_path`
   (``$CAPSULE_LAB_GRADER_KEY``, else ``$XDG_CONFIG_HOME/capsule-lab/grader.key``, else
   ``~/.config/capsule-lab/grader.key``) on first use, with mode 0600 in a folder of mode 0700
   (:func:`instructor_key`). A key others may read, or one inside the folder it signs, is refused;
 - a report's MAC covers its JSON, keys sorted (:func:`canonical`); :func:`sign` adds it as ``"mac"``,
-  :func:`verify` checks it in constant time (:func:`hmac.compare_digest`);
+  :func:`verify` checks it in constant time (``hmac.compare_digest``);
 - a cache entry's MAC covers the file's bytes (:func:`mac_bytes`).
 
 Shards graded on several machines need the same key on each (copy the file, keep its mode). A MAC proves who
