@@ -392,8 +392,8 @@ def test_time_limits_in_the_kernel_and_in_the_evaluation(stalling_04):
     # machine: seen once, with another grading run beside this one; the limit under test is the loops')
     late = [c for c in report["timeout_cells"] if c > stalling_04["check_cell"]]
     assert late == [stalling_04["swallow_cell"], stalling_04["loop_cell"]], report["timeout_cells"]
-    assert report["kernel_restarts"] == [{"cell": stalling_04["swallow_cell"],
-                                          "why": "the kernel did not respond after the timeout"}]
+    restarts = [r for r in report["kernel_restarts"] if r["cell"] > stalling_04["check_cell"]]
+    assert restarts == [{"cell": stalling_04["swallow_cell"], "why": "the kernel did not respond after the timeout"}]
     assert report["aborted"] is None and report["graded"]
     assert report["duration_s"] < 90
     assert stalling_04["before"] == stalling_04["after"]
