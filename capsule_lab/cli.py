@@ -281,15 +281,11 @@ def _grade_merge_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _grade_merge(args: argparse.Namespace) -> int:
-    from .grading.engine.signing import instructor_key, key_path
+    from .grading.engine.signing import existing_key
     from .grading.notebooks.folder import merge_reports
 
-    key_file = Path(args.key).expanduser() if args.key else key_path()
-    if not key_file.is_file():
-        raise ValueError(f"no grader's key at {key_file}: merge with the key the shards were graded with (--key)")
     refused: list = []
-    reports = merge_reports(args.folders, args.out, key=instructor_key(key_file, outside=[args.out]),
-                            refused=refused)
+    reports = merge_reports(args.folders, args.out, key=existing_key(args.key, outside=[args.out]), refused=refused)
     print(f"{len(reports)} report(s) from {len(args.folders)} folder(s): {Path(args.out) / 'grades.csv'}")
     _print_refused(refused, "grade-merge")
     failed = [r["notebook"] for r in reports if not r["graded"]]

@@ -31,7 +31,8 @@ import stat
 from pathlib import Path
 from typing import Iterable
 
-__all__ = ["KEY_ENV", "MAC_FIELD", "key_path", "instructor_key", "canonical", "mac_bytes", "sign", "verify"]
+__all__ = ["KEY_ENV", "MAC_FIELD", "key_path", "instructor_key", "existing_key", "canonical", "mac_bytes", "sign",
+           "verify"]
 
 #: The environment variable that names the key's file.
 KEY_ENV = "CAPSULE_LAB_GRADER_KEY"
@@ -40,9 +41,11 @@ MAC_FIELD = "mac"
 _KEY_BYTES = 32
 
 
-def key_path() -> Path:
-    """Where the instructor's key lives: ``$CAPSULE_LAB_GRADER_KEY``, else ``$XDG_CONFIG_HOME/capsule-lab/grader.key``,
-    else ``~/.config/capsule-lab/grader.key``."""
+def key_path(given: str | os.PathLike | None = None) -> Path:
+    """Where the instructor's key lives: ``given`` (``--key``), else ``$CAPSULE_LAB_GRADER_KEY``, else
+    ``$XDG_CONFIG_HOME/capsule-lab/grader.key``, else ``~/.config/capsule-lab/grader.key``."""
+    if given is not None:
+        return Path(given).expanduser()
     if os.environ.get(KEY_ENV):
         return Path(os.environ[KEY_ENV]).expanduser()
     base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
@@ -64,7 +67,7 @@ def instructor_key(path: str | os.PathLike | None = None, outside: Iterable[str 
     Raises ``ValueError`` when the file lies inside one of the folders ``outside`` (the grader's output folder: the
     key would travel with the reports it signs), when group or others may read or write it (``chmod 600`` it),
     or when it does not hold a key (64 hex digits)."""
-    path = Path(path if path is not None else key_path()).expanduser()
+    path = key_path(path)
     for folder in outside:
         if _inside(path, Path(folder)):
             raise ValueError(f"the grader's key {path} lies inside {folder}, the folder of what it signs: keep it "
@@ -93,6 +96,14 @@ def instructor_key(path: str | os.PathLike | None = None, outside: Iterable[str 
         raise ValueError(f"{path} does not hold a grader's key ({2 * _KEY_BYTES} hex digits); move it away and a "
                          "new key is made on the next run (reports signed with the old one are then graded again)")
     return key
+
+
+def existing_key(path: str | os.PathLike | None = None, outside: Iterable[str | os.PathLike] = ()) -> bytes:
+    """:func:`instructor_key`, but never made here: ``ValueError`` when there is no key at ``path`` (a merge checks
+    reports with the key they were signed with; a new one would refuse them all)."""
+    if not key_path(path).is_file():
+        raise ValueError(f"no grader's key at {key_path(path)}: merge with the key the shards were graded with (--key)")
+    return instructor_key(path, outside)
 
 
 def canonical(data: dict) -> bytes:

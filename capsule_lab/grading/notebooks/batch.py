@@ -219,7 +219,7 @@ def grade_batch(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike =
     grading = {"timeout": timeout, "kernel_name": kernel_name, "task_timeout": task_timeout, "chapter": chapter,
                **grading}
     fingerprint = grader_fingerprint()
-    key_file = str(Path(key_file).expanduser() if key_file is not None else key_path())
+    key_file = str(key_path(key_file))
     signing_key = instructor_key(key_file, outside=[out])
 
     # Before any student code runs: the folder as it is now (the reports signed with the key), the notebooks'

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..._checks import check_folders
-from ..engine.signing import instructor_key, key_path, sign, verify
+from ..engine.signing import existing_key, sign, verify
 from ..tasks import TASKS
 from .atomic import write_atomic, write_json
 from .written import write_written
@@ -141,9 +141,7 @@ def merge_reports(folders: Sequence[str | os.PathLike], out_dir: str | os.PathLi
     """
     folders = check_folders(folders, "report")
     if key is None:
-        if not key_path().is_file():
-            raise ValueError(f"no grader's key at {key_path()}: merge with the key the shards were graded with")
-        key = instructor_key(key_path(), outside=[out_dir])
+        key = existing_key(outside=[out_dir])
     chosen: dict[str, tuple[Path, dict]] = {}
     conflicts, graders = [], {}
     for folder in folders:

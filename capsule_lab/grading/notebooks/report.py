@@ -163,7 +163,7 @@ def grade_notebook(path: str | os.PathLike, timeout: float = 120, kernel_name: s
     if not tasks:
         raise ValueError(f"chapter {chapter!r} of {path.name} has no graded tasks "
                          f"(chapters with tasks: {', '.join(sorted({t.chapter for t in TASKS.values()}))})")
-    key_file = Path(key_file).expanduser() if key_file is not None else key_path()
+    key_file = key_path(key_file)
     key = instructor_key(key_file, outside=[Path(report_path).parent] if report_path is not None else [])
     with signed_by(key):
         report = _grade(path, nb, chapter, tasks, timeout, kernel_name, task_timeout, memory_limit_mb, cpu_limit_s,
