@@ -1,52 +1,63 @@
-"""A paper's claim, the course's question, and the verdict :mod:`capsule_lab.evidence.stats` gives it. Chapters 04–08.
+"""A paper's claim, the course's question, and the verdict :mod:`capsule_lab.evidence.rules` gives it. Chapters 04–08.
 
 A :class:`Claim` keeps apart three things a careless table mixes up:
 
 - **the paper's claim**: quoted (``quoted=True``) or closely paraphrased from a named section or table
-  (``source``), with the setting the paper showed it in (``paper_setting``);
+  (``source``), with the setting the paper showed it in (``paper_setting``), the premises of that setting it rests
+  on (``premises``, quoted: :class:`~capsule_lab.evidence.rules.Premise`) and the size of its effect where the paper
+  states one (``size``, on the compared scale);
 - **our question**: the comparison the records can make (``a`` against ``b`` on ``measure``, a
   :func:`~capsule_lab.evidence.stats.compare` ``kind`` with the measure's margin), and what differs between ``a`` and
   ``b`` besides the variable (``differs``);
 - **where they come from**: ``origin="paper"`` for a paper's claim, ``origin="course"`` for a question the course
-  asks that no paper answered in these words (it is labelled so, never attributed).
+  asks that no paper answered in these words (it is labelled so, never attributed). The two are separate families.
+
+Each measure (:data:`MEASURES`) says whether lower is better, its scale, its margin and its null
+(:class:`~capsule_lab.evidence.rules.Null`: the value at which it measures nothing).
 
 :func:`claim_verdicts` tests a table of claims on a study's records — one dict per trained network and seed, with
-``"router"`` (the name ``a`` and ``b`` refer to), ``"seed"``, the measures, and ``"train_accuracy"`` per epoch — with
-:mod:`capsule_lab.evidence.stats`: a paired t test over seeds, Holm's correction over the whole table, and *undecided*
-where the claim cannot be tested — a network that has not converged (:func:`~capsule_lab.evidence.stats.converged` on
-every seed's training accuracy; a step's time is exempt), an entropy within :data:`CEILING_BITS` of its ceiling
-(:func:`~capsule_lab.evidence.stats.at_ceiling`), or times measured on different devices or thread counts. Beside each
-verdict about accuracy it gives the pooled McNemar test of the same two networks on the test images
-(:func:`~capsule_lab.evidence.stats.pooled_mcnemar_test`, where the records keep each image's result): the evidence
-about these trained networks rather than about training.
+``"router"`` (the name ``a`` and ``b`` refer to), ``"seed"``, the measures, their nulls, and ``"train_accuracy"`` per
+epoch — by the rules of :mod:`capsule_lab.evidence.rules`: *not testable* where a premise is absent from the study's
+``setting``, where neither network clears the measure's null, where a network is collapsed or not converged, where a
+time was not taken by the timing rule, or with one seed; else a paired t test over seeds, Holm within the claim's
+family, and one of the outcomes. Beside each verdict about accuracy it gives the pooled McNemar test of the same two
+networks on the test images (:func:`~capsule_lab.evidence.stats.pooled_mcnemar_test`, where the records keep each
+image's result; collapsed seeds left out and named): the evidence about these trained networks rather than about
+training.
 
-Each chapter keeps its own table beside its study: chapter 04's in :mod:`capsule_lab.studies.depth`, chapter 06's in
-:mod:`capsule_lab.studies.ladder`, chapter 08's (every router on one bench) in :mod:`capsule_lab.studies.bench.claims`.
+Each chapter keeps its own table beside its study: chapter 04's in :mod:`capsule_lab.studies.depth`, chapter 05's in
+:mod:`capsule_lab.studies.rem_claims`, chapter 06's in :mod:`capsule_lab.studies.ladder`, chapter 07's in
+:mod:`capsule_lab.studies.learned_routing`, chapter 08's (every router on one bench) in
+:mod:`capsule_lab.studies.bench.claims`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
 
 from .._checks import check_one_of
-from . import stats
+from . import rules, stats
+from .rules import CONVERGENCE, Null, Premise
 
 __all__ = ["Measure", "MEASURES", "ACCURACY_MARGIN", "AFFINE_MARGIN", "ENTROPY_MARGIN", "TIME_MARGIN", "SHARE_MARGIN",
-           "DEAD_MARGIN", "SALIENCY_MARGIN", "KEYS_MARGIN", "CEILING_BITS", "CONVERGENCE", "Claim", "ClaimRow",
-           "claim_verdicts", "advantage", "margin_text", "describe", "convergence"]
+           "DEAD_MARGIN", "SALIENCY_MARGIN", "KEYS_MARGIN", "COUPLING_MARGIN", "CEILING_BITS", "CONVERGENCE",
+           "CLASSES", "Claim", "ClaimRow", "claim_verdicts", "advantage", "signed", "margin_text", "describe",
+           "convergence"]
 
 
 class Measure(NamedTuple):
     """What a claim compares: whether lower is better, whether it is compared on a log scale (a time, so that the
-    difference is a ratio), the margin (the smallest difference that matters, on that scale) and the unit
-    :func:`advantage` prints ("points", "bits", "times" or "share")."""
+    difference is a ratio), the margin (the smallest difference that matters, on that scale), the unit
+    :func:`advantage` prints ("points", "bits", "times", "ratio", "share" or "coupling") and the measure's null
+    (:class:`~capsule_lab.evidence.rules.Null`; None where every value is informative)."""
 
     lower_is_better: bool
     log: bool
     margin: float
     unit: str
+    null: Optional[Null] = None
 
 
 #: Half a point of clean accuracy is about 1.5 binomial standard errors of one accuracy near 98 % on 2,000 images; a
@@ -64,32 +75,44 @@ SALIENCY_MARGIN = 0.02
 #: The margin of a mean coupling coefficient (chapter 06, the ladder paper's Figure 1) is 0.01, a tenth of the uniform
 #: coupling 1/J of J = 10 classes.
 COUPLING_MARGIN = 0.01
+#: An entropy within this many bits of its ceiling (log₂ of the images per class) is saturated.
+CEILING_BITS = 0.5
+#: The classes of every dataset the course trains on (MNIST, Fashion-MNIST, their variants): chance is 1/10.
+CLASSES = 10
 
 #: The measures a claim may name. ``affine_drop`` is clean minus affine accuracy (chapter 06); ``middle_share`` the
 #: share of the most active primary capsules whose mean activity is neither high nor low (chapter 06, Figure 4);
 #: ``dead_rate`` the share of a layer's (or the hidden layers') capsules that are dead (chapter 04); ``on_object`` the
 #: share of a saliency map's mass on the object's pixels (chapter 05); ``coupling`` a group of capsules' mean
-#: coupling coefficient to the right class (chapter 06, Figure 1).
+#: coupling coefficient to the right class (chapter 06, Figure 1). The nulls: entropy's ceiling (every image its own
+#: parse tree), the images per class for the keys, the shuffled-pair maps for saliency, uniform couplings 1/J, a flat
+#: activity profile for the middle share.
 MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "affine_accuracy": Measure(False, False, AFFINE_MARGIN, "points"),
             "affine_drop": Measure(True, False, AFFINE_MARGIN, "points"),
-            "entropy": Measure(True, False, ENTROPY_MARGIN, "bits"),
+            "entropy": Measure(True, False, ENTROPY_MARGIN, "bits",
+                               Null("entropy_ceiling", "its ceiling (every image its own parse tree)", "below",
+                                    CEILING_BITS)),
             "train_step_ms": Measure(True, True, TIME_MARGIN, "times"),
-            "keys": Measure(True, True, KEYS_MARGIN, "ratio"),
-            "middle_share": Measure(True, False, SHARE_MARGIN, "share"),
+            "keys": Measure(True, True, KEYS_MARGIN, "ratio",
+                            Null("keys_null", "the images per class (every image its own key)", "below", KEYS_MARGIN,
+                                 log=True)),
+            "middle_share": Measure(True, False, SHARE_MARGIN, "share",
+                                    Null("middle_share_null", "a flat profile's share (the same mean activity at "
+                                         "every rank)", "below", SHARE_MARGIN)),
             "dead_rate": Measure(True, False, DEAD_MARGIN, "share"),
-            "on_object": Measure(False, False, SALIENCY_MARGIN, "share"),
-            "coupling": Measure(False, False, COUPLING_MARGIN, "coupling")}
-#: An entropy within this many bits of its ceiling (log₂ of the images per class) is saturated.
-CEILING_BITS = 0.5
-#: The convergence criterion (:func:`~capsule_lab.evidence.stats.converged`): the last epoch's training accuracy within
-#: half a point of the epoch before's.
-CONVERGENCE = 0.005
+            "on_object": Measure(False, False, SALIENCY_MARGIN, "share",
+                                 Null("on_object_null", "the shuffled-pair maps' share (a map of another image)",
+                                      "above", SALIENCY_MARGIN)),
+            "coupling": Measure(False, False, COUPLING_MARGIN, "coupling",
+                                Null("coupling_null", "uniform couplings 1/J", "above", COUPLING_MARGIN))}
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One row of a verdict table: the paper's claim (or the course's question) and its test. Chapters 04–08."""
+    """One row of a verdict table: the paper's claim (or the course's question) and its test; ``premises`` the paper's
+    setting has and the claim rests on, ``size`` the effect the paper states (on the compared scale: a fraction of
+    accuracy, bits, the log of a ratio), where it states one. Chapters 04–08."""
 
     paper: str
     chapter: str
@@ -104,13 +127,19 @@ class Claim:
     kind: str
     differs: str
     origin: str = "paper"
+    premises: tuple = ()
+    size: Optional[float] = None
 
     def __post_init__(self):
         check_one_of(self.measure, tuple(MEASURES), "measure")
         check_one_of(self.kind, stats.KINDS, "kind")
-        check_one_of(self.origin, ("paper", "course"), "origin")
+        check_one_of(self.origin, rules.FAMILIES, "origin")
         if not self.source.strip() or not self.statement.strip():
             raise ValueError("a claim must name its source (section or table) and state what it claims")
+        if not all(isinstance(p, Premise) for p in self.premises):
+            raise ValueError("premises must be a tuple of Premise objects (the paper's words, quoted)")
+        if self.size is not None and (self.kind != "better" or not self.size > 0):
+            raise ValueError("size must be a number > 0, for a claim of kind 'better' (the effect the paper states)")
 
     @property
     def margin(self) -> float:
@@ -119,65 +148,135 @@ class Claim:
 
 @dataclass(frozen=True)
 class ClaimRow:
-    """A claim, its verdict (:class:`~capsule_lab.evidence.stats.Verdict`), and the pooled McNemar test of the two
-    networks on the test images (None for measures other than accuracy, or records without each image's result)."""
+    """A claim, its verdict (:class:`~capsule_lab.evidence.rules.Verdict`), and the pooled McNemar test of the two
+    networks on the test images (None for measures other than accuracy, or records without each image's result),
+    with the collapsed seeds it leaves out (``mcnemar_left_out``)."""
 
     claim: Claim
-    verdict: stats.Verdict
+    verdict: rules.Verdict
     mcnemar: stats.McNemar | None
+    mcnemar_left_out: tuple = ()
 
 
-def _untestable(claim: Claim, by_router: dict, seeds: list, ceiling) -> list:
-    """Why ``claim`` cannot be tested on these seeds (empty when it can): :func:`claim_verdicts`' three rules."""
+def _seeds_text(seeds) -> str:
+    return f"seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def _null_values(record: dict, measure: str, ceiling) -> float | None:
+    """The null of ``measure`` for one record: its own field, else (entropy, keys) what the entropy's ceiling gives."""
+    null = MEASURES[measure].null
+    if record.get(null.field) is not None:
+        return record[null.field]
+    top = record.get("entropy_ceiling", ceiling)
+    if measure == "entropy":
+        return top
+    if measure == "keys" and top is not None:
+        return 2 ** top                                  # the images per class, from log₂ of them
+    return None
+
+
+def _untestable(claim: Claim, by_router: dict, seeds: list, ceiling, setting, classes: int) -> tuple:
+    """Why ``claim`` cannot be tested on these seeds of the training records (empty when it can), and the collapsed
+    seeds (for McNemar)."""
     measure, why = MEASURES[claim.measure], []
-    for name in dict.fromkeys((claim.a, claim.b)):
+    if claim.premises:
+        if setting is None:
+            raise ValueError(f"claim {claim.question!r} rests on premises: pass the study's setting "
+                             "({key: (holds, what the setting has)})")
+        why += rules.missing_premises(claim.premises, setting)
+    names = tuple(dict.fromkeys((claim.a, claim.b)))
+    for name in names:
         notes = sorted({by_router[name][s]["untestable"] for s in seeds if by_router[name][s].get("untestable")})
         why += [f"{name}: {note}" for note in notes]
-    timed = measure.unit == "times"
-    for name in dict.fromkeys((claim.a, claim.b)) if not timed else ():        # a step's time needs no convergence
-        curves = [(s, by_router[name][s]["train_accuracy"]) for s in seeds if not by_router[name][s].get("untestable")]
-        late = [s for s, curve in curves if len(curve) < 2 or not stats.converged(curve, CONVERGENCE)]
-        if late:
-            why.append(f"{name} not converged (seeds {', '.join(map(str, late))}: the last epoch moved the "
-                       f"training accuracy by {CONVERGENCE * 100:g} points or more)")
-    if timed:                                           # times compare only on the same device and thread count
-        machines = {name: sorted({(by_router[name][s].get("device"), by_router[name][s].get("threads"))
-                                  for s in seeds}, key=str) for name in (claim.a, claim.b)}
-        if len(set(map(tuple, machines.values()))) > 1 or len(machines[claim.a]) > 1:
-            why.append("timed on different devices or thread counts (" + "; ".join(
-                f"{name}: " + ", ".join(f"{d} with {t} thread{'s' if t != 1 else ''}" for d, t in found)
-                for name, found in machines.items()) + ")")
-    if claim.measure == "entropy":
-        for name in dict.fromkeys((claim.a, claim.b)):
-            own = [by_router[name][s].get("entropy_ceiling") for s in seeds]
-            if None in own and ceiling is None:
-                raise ValueError("ceiling must be given (entropy_ceiling of the test labels) for a claim about "
-                                 "entropy, unless every record holds its own 'entropy_ceiling'")
-            top = ceiling if None in own else sum(own) / len(own)
-            values = [by_router[name][s]["entropy"] for s in seeds]
-            mean = None if None in values else sum(values) / len(values)
-            if mean is not None and stats.at_ceiling(mean, top, CEILING_BITS):
-                why.append(f"{name}'s entropy {mean:.2f} bits is within {CEILING_BITS} of its ceiling "
-                           f"{top:.2f}: every image has its own parse tree, so the measure is saturated")
-    return why
+    fallen = set()
+    if measure.unit != "times":                          # a step's time needs neither convergence nor a trained net
+        for name in names:
+            curves = [(s, by_router[name][s]["train_accuracy"]) for s in seeds
+                      if not by_router[name][s].get("untestable")]
+            down = [s for s, curve in curves if curve and rules.collapsed(curve, classes)]
+            late = [s for s, curve in curves if len(curve) < 2 or not rules.converged(curve)]
+            fallen |= set(down)
+            if down:
+                why.append(f"{name} collapsed ({_seeds_text(down)}: training accuracy below "
+                           f"{100 * rules.chance_ceiling(classes):.1f} %, chance being {100 / classes:g} %)")
+            if late:
+                why.append(f"{name} not converged ({_seeds_text(late)}: the last epoch moved the training accuracy by "
+                           f"{CONVERGENCE * 100:g} points or more)")
+    if measure.null is not None:
+        cleared, shown = False, []
+        for name in names:
+            values = [by_router[name][s][claim.measure] for s in seeds]
+            nulls = [_null_values(by_router[name][s], claim.measure, ceiling) for s in seeds]
+            if None in nulls:
+                raise ValueError(f"the records of {name!r} do not hold {claim.measure}'s null ({measure.null.field}: "
+                                 f"{measure.null.words}); a claim about {claim.measure} needs it")
+            if None in values:
+                continue
+            cleared |= rules.clears(values, nulls, measure.null)
+            shown.append(f"{name} {sum(values) / len(values):.3g} against {sum(nulls) / len(nulls):.3g}")
+        if shown and not cleared:
+            margin = (f"{math.exp(measure.null.margin):g}×" if measure.null.log else f"{measure.null.margin:g}")
+            why.append(f"the measure cannot tell them apart: neither network clears {measure.null.words} by "
+                       f"{margin} ({'; '.join(shown)})")
+    return why, tuple(sorted(fallen))
 
 
-def claim_verdicts(records: list, claims, alpha: float = 0.05, ceiling: float | None = None) -> list:
-    """Test every claim on a study's ``records`` (one dict per network and seed: ``"router"``, ``"seed"``, each
-    measure a claim names, ``"train_accuracy"`` per epoch; ``"correct"``/``"affine_correct"`` per test image where
-    kept): one :class:`ClaimRow` per claim, in order. The claims are one family (Holm); a claim is *undecided — not
-    testable* when a network it names has a seed that is not converged (:data:`CONVERGENCE`; not asked of a step's
-    time); for entropy, when either network's mean lies within :data:`CEILING_BITS` of ``ceiling`` (bits,
-    :func:`~capsule_lab.measures.parse_trees.entropy_ceiling` of the test labels; needed for a claim about
-    entropy unless every record holds its own ``"entropy_ceiling"``); for time, when the two networks were timed on different devices or thread counts;
-    and whatever the claim, when the two networks share one seed only (nothing to test between training runs) or
-    a record says why it cannot be compared (``"untestable"``: why; its measure may then be None). Chapters 04–08.
+def _timed(claim: Claim, timing: list, training: dict, seeds: list) -> tuple:
+    """The comparisons of a claim about time, one per (device, threads) where both networks were timed, and why it
+    cannot be tested (the timing rule, different machines)."""
+    measure = MEASURES[claim.measure]
+    found = [r for r in timing if r["router"] in (claim.a, claim.b)]
+    if not found:                                        # only the training records' times: they fail the rule
+        found = [training[name][s] for name in (claim.a, claim.b) for s in seeds]
+    groups: dict = {}
+    for r in found:
+        groups.setdefault((r.get("device"), r.get("threads")), {}).setdefault(r["router"], {})[r["seed"]] = r
+    why = rules.timing_problems(found)
+    shared = {k: g for k, g in groups.items() if claim.a in g and claim.b in g}
+    if not shared:
+        machines = {name: sorted({k for k, g in groups.items() if name in g}, key=str) for name in (claim.a, claim.b)}
+        why.append("timed on different devices or thread counts (" + "; ".join(
+            f"{name}: " + ", ".join(f"{d} with {t} thread{'s' if t != 1 else ''}" for d, t in found)
+            for name, found in machines.items()) + ")")
+        return {}, why
+    comparisons = {}
+    for (device, threads), g in shared.items():
+        both = sorted(set(g[claim.a]) & set(g[claim.b]))
+        if len(both) < 2:
+            why.append(f"one seed timed on {device} with {threads} threads")
+            continue
+        label = f"{device}, {threads} thread{'s' if threads != 1 else ''}"
+        comparisons[label] = stats.compare([math.log(g[claim.a][s][claim.measure]) for s in both],
+                                           [math.log(g[claim.b][s][claim.measure]) for s in both], claim.kind,
+                                           claim.margin, lower_is_better=measure.lower_is_better, size=claim.size)
+    return comparisons, why
+
+
+def claim_verdicts(records: list, claims, alpha: float = 0.05, ceiling: float | None = None,
+                   setting: dict | None = None, classes: int = CLASSES) -> list:
+    """Test every claim on a study's ``records``: one :class:`ClaimRow` per claim, in order, by the rules of
+    :mod:`capsule_lab.evidence.rules`. Chapters 04–08.
+
+    ``records``: one dict per network and seed (``"router"``, ``"seed"``, each measure a claim names and its null
+    field where the measure has one, ``"train_accuracy"`` per epoch, ``"correct"``/``"affine_correct"`` per test
+    image where kept, ``"untestable"`` with the reason where a record cannot be compared). Records with
+    ``"timed_steps"`` are timings (:func:`~capsule_lab.evidence.rules.timing_problems`: ``"interleaved"``,
+    ``"load"``, ``"device"``, ``"threads"``), one per network, seed and setting; a claim about time reads them where
+    they exist for its networks, else the training records' times (which fail the timing rule). ``ceiling``: the
+    entropy's ceiling (bits) for records without their own ``"entropy_ceiling"``. ``setting``: what the study's
+    setting has, ``{premise key: (holds, in words)}``, needed when a claim has premises. ``classes``: J, for the
+    collapse rule.
     """
     if not isinstance(records, list) or not records:
         raise ValueError("records must be a non-empty list of dicts, one per network and seed")
+    timing = [r for r in records if "timed_steps" in r]
     by_router: dict = {}
     for r in records:
-        by_router.setdefault(r["router"], {})[r["seed"]] = r
+        if "timed_steps" in r:
+            continue
+        if r["seed"] in by_router.setdefault(r["router"], {}):
+            raise ValueError(f"two records of {r['router']!r}, seed {r['seed']}: one per network and seed")
+        by_router[r["router"]][r["seed"]] = r
     claims = tuple(claims)
     for claim in claims:
         if not isinstance(claim, Claim):
@@ -185,7 +284,7 @@ def claim_verdicts(records: list, claims, alpha: float = 0.05, ceiling: float | 
         for name in (claim.a, claim.b):
             if name not in by_router:
                 raise ValueError(f"claim {claim.question!r} names router {name!r}, which the records do not hold")
-    comparisons, untestable, pooled, seeds_used, epochs = {}, {}, {}, {}, {}
+    cases, pooled, left_out, seeds_used, epochs = {}, {}, {}, {}, {}
     for k, claim in enumerate(claims):
         seeds = sorted(set(by_router[claim.a]) & set(by_router[claim.b]))
         if not seeds:
@@ -193,24 +292,35 @@ def claim_verdicts(records: list, claims, alpha: float = 0.05, ceiling: float | 
         seeds_used[k] = len(seeds)
         epochs[k] = tuple(max(len(by_router[name][s]["train_accuracy"]) for s in seeds) for name in (claim.a, claim.b))
         measure = MEASURES[claim.measure]
-        value = math.log if measure.log else float
-        raw = [[by_router[name][s][claim.measure] for s in seeds] for name in (claim.a, claim.b)]
-        why = [] if len(seeds) > 1 else [f"one seed ({seeds[0]}): a claim about training needs two or more "
-                                         f"training runs (a paired t test over seeds)"]
-        why += _untestable(claim, by_router, seeds, ceiling)
-        testable = len(seeds) > 1 and not any(x is None for values in raw for x in values)
-        comparisons[k] = stats.compare([value(x) for x in raw[0]], [value(x) for x in raw[1]], claim.kind,
-                                       claim.margin, lower_is_better=measure.lower_is_better,
-                                       alpha=alpha) if testable else None
-        if why:
-            untestable[k] = "; ".join(why)
+        why, fallen = _untestable(claim, by_router, seeds, ceiling, setting, classes)
+        if measure.unit == "times":
+            comparisons, timing_why = _timed(claim, timing, by_router, seeds)
+            why += timing_why
+        else:
+            if len(seeds) < 2:
+                why.insert(0, f"one seed ({seeds[0]}): a claim about training needs two or more training runs (a "
+                              f"paired t test over seeds)")
+            raw = [[by_router[name][s][claim.measure] for s in seeds] for name in (claim.a, claim.b)]
+            value = math.log if measure.log else float
+            testable = len(seeds) > 1 and not any(x is None for values in raw for x in values)
+            comparisons = {None: stats.compare([value(x) for x in raw[0]], [value(x) for x in raw[1]], claim.kind,
+                                               claim.margin, lower_is_better=measure.lower_is_better, alpha=alpha,
+                                               size=claim.size)} if testable else {}
+        cases[k] = rules.Case(claim.origin, comparisons, tuple(why))
         field = {"accuracy": "correct", "affine_accuracy": "affine_correct"}.get(claim.measure)
+        kept = [s for s in seeds if s not in fallen]
         if field and all(field in by_router[name][s] for name in (claim.a, claim.b) for s in seeds):
-            pooled[k] = stats.pooled_mcnemar_test([(by_router[claim.a][s][field], by_router[claim.b][s][field])
-                                                   for s in seeds])
-    verdicts = stats.decide(comparisons, alpha, untestable)
-    return [ClaimRow(claim, replace(verdicts[k], extra={"seeds": seeds_used[k], "epochs": epochs[k]}), pooled.get(k))
-            for k, claim in enumerate(claims)]
+            if kept:
+                pooled[k] = stats.pooled_mcnemar_test([(by_router[claim.a][s][field], by_router[claim.b][s][field])
+                                                       for s in kept])
+            left_out[k] = fallen
+    verdicts = rules.judge(cases, alpha)
+    rows = []
+    for k, claim in enumerate(claims):
+        v = verdicts[k]
+        v.extra.update(seeds=seeds_used[k], epochs=epochs[k])
+        rows.append(ClaimRow(claim, v, pooled.get(k), left_out.get(k, ())))
+    return rows
 
 
 def advantage(claim: Claim, value: float) -> str:
@@ -231,6 +341,24 @@ def advantage(claim: Claim, value: float) -> str:
     return f"{abs(value):.3f} {better if value >= 0 else worse}"
 
 
+def signed(claim: Claim, value: float) -> str:
+    """A value of A's advantage as a signed number in the claim's units (positive = A better), so that an interval
+    reads low to high: points, bits, a share; a time or a count of keys as a ratio (× as fast, × fewer).
+    Chapters 04–08."""
+    unit = MEASURES[claim.measure].unit
+    if unit == "points":
+        return f"{100 * value:+.2f}"
+    if unit in ("times", "ratio"):
+        return f"{math.exp(value):.2f}×"
+    return f"{value:+.2f}" if unit == "bits" else f"{value:+.3f}"
+
+
+def _unit_words(claim: Claim) -> str:
+    measure = MEASURES[claim.measure]
+    return {"points": "points", "bits": "bits", "times": "as fast", "ratio": "fewer"}.get(
+        measure.unit, "(positive: A " + ("lower)" if measure.lower_is_better else "higher)"))
+
+
 def margin_text(claim: Claim) -> str:
     """A claim's margin in its units: "0.5 points", "0.5 bits", "1.2×", "0.05". Chapters 04–08."""
     unit = MEASURES[claim.measure].unit
@@ -241,28 +369,52 @@ def margin_text(claim: Claim) -> str:
     return f"{math.exp(claim.margin):g}×" if unit in ("times", "ratio") else f"{claim.margin:.3g}"
 
 
+def _size_text(claim: Claim, value: float) -> str:
+    unit = MEASURES[claim.measure].unit
+    if unit in ("times", "ratio"):
+        return f"{math.exp(value):.3g}×"
+    if unit == "points":
+        return f"{100 * value:.2g} points"
+    return f"{value:.3g} bits" if unit == "bits" else f"{value:.3g}"
+
+
+def _tested_line(claim: Claim, v: rules.Verdict) -> str:
+    margin, unit = margin_text(claim), _unit_words(claim)
+    low, high = v.interval
+    family_low, family_high = v.family_interval
+    size = f", the paper's size {_size_text(claim, v.size)}" if v.size is not None else ""
+    smaller = f", smaller {v.p_smaller:.2g}" if v.p_smaller is not None else ""
+    return (f"A's advantage {advantage(claim, v.estimate)}; interval [{signed(claim, low)}, {signed(claim, high)}] "
+            f"{unit} ({100 * (1 - 2 * v.alpha):g} %, unadjusted), [{signed(claim, family_low)}, "
+            f"{signed(claim, family_high)}] (the {v.family} family's {v.m} tests, Bonferroni); paired t over {v.n} "
+            f"seeds, claim '{claim.kind}', margin {margin}{size}; Holm-adjusted p for {v.p_support:.2g}, against "
+            f"{v.p_contradict:.2g}{smaller} (α = {v.alpha:g}); smallest effect {v.n} seeds detect: "
+            f"{_size_text(claim, v.detectable)} (power {rules.POWER:g} at α/{v.m})")
+
+
 def describe(row: ClaimRow) -> str:
-    """Two lines for a verdict table: the question and its verdict with the test, α, margin, adjusted p-values,
-    A's advantage with its interval in the claim's units, and the pooled McNemar test where there is one.
-    Chapters 04–08."""
+    """A few lines for a verdict table: the question and its verdict — the outcome and why; for a tested row, A's
+    advantage with its interval (unadjusted and the family's, labelled), the test, α, margin, the paper's size,
+    Holm-adjusted p-values within the row's family, the smallest effect its seeds could detect, and where undecided
+    the seeds that would decide it; for a time, one line per setting; and the pooled McNemar test where there is
+    one, naming the collapsed seeds it leaves out. Chapters 04–08."""
     claim, v = row.claim, row.verdict
-    margin = margin_text(claim)
     head = f"[{claim.chapter}] {claim.question} ({claim.paper}, {claim.source})"
     a_epochs, b_epochs = v.extra.get("epochs", (None, None))
     if a_epochs != b_epochs:
         head += f"\n     budgets differ: {claim.a} trained {a_epochs} epochs, {claim.b} {b_epochs}"
-    if v.p_support is None:
-        line = f"     {v.outcome.upper()}: {v.reason}"
-    else:
-        low, high = v.interval
-        line = (f"     {v.outcome.upper()}: A's advantage {advantage(claim, v.estimate)}, 90 % interval "
-                f"[{advantage(claim, low)}, {advantage(claim, high)}]; paired t over {v.extra.get('seeds', '?')} "
-                f"seeds, claim '{claim.kind}', margin {margin}, Holm over the table: p for {v.p_support:.2g}, "
-                f"p against {v.p_contradict:.2g} (α = {v.alpha:g})")
+    lines = [f"     {v.outcome.upper()}: {v.reason}"]
+    if v.tested:
+        lines.append(f"     {_tested_line(claim, v)}")
+    for label, each in v.settings.items():
+        lines.append(f"     {label}: {each.outcome.upper()}: {each.reason}; {_tested_line(claim, each)}")
     if row.mcnemar is not None:
         m = row.mcnemar
-        line += f"\n     images: {m.a_only} right for A only, {m.b_only} for B only; pooled McNemar p = {m.p_value:.2g}"
-    return f"{head}\n{line}"
+        out = (f" (collapsed {_seeds_text(row.mcnemar_left_out)} left out)" if row.mcnemar_left_out else "")
+        p = f"{m.p_value:.2g}" if m.p_value > 0 else "< 1e-300"
+        lines.append(f"     images: {m.a_only} right for A only, {m.b_only} for B only; pooled McNemar over "
+                     f"{m.strata} seeds{out}: p = {p}")
+    return "\n".join([head] + lines)
 
 
 def convergence(records: list) -> dict:
@@ -270,6 +422,8 @@ def convergence(records: list) -> dict:
     the convergence criterion (:data:`CONVERGENCE`) reads. Chapters 04–08."""
     changes: dict = {}
     for r in records:
+        if "timed_steps" in r:
+            continue
         accuracy = r["train_accuracy"]
         if len(accuracy) < 2:
             raise ValueError(f"record {r['router']!r}, seed {r['seed']} has one epoch: convergence needs two")

@@ -21,35 +21,35 @@ when the difference lies inside a stated margin ±δ with confidence. Many claim
 :func:`holm` adjusts their p-values (Holm's step-down, family-wise error ≤ α).
 
 :func:`compare` turns one claim — A *better* than B, A *equivalent* to B, A *not worse* than B, with a margin δ —
-into two one-sided p-values: one for the claim (``p_support``) and one against it (``p_contradict``).
-:func:`decide` adjusts a table's p-values together and gives each claim a :class:`Verdict`: *supported*,
-*contradicted* or *undecided*, printed with its test, α, margin, p and interval. A claim that cannot be tested —
-a measure at its ceiling (:func:`at_ceiling`), a model that has not converged (:func:`converged`) — is *undecided*
-with the reason, whatever its p-values say.
+into one-sided p-values: one for the claim (``p_support``), one against it (``p_contradict``) and, where the paper
+states the size of its effect, one for "smaller than that size" (``p_smaller``). How many seeds a test needs is
+its power: :func:`power_paired_t`, :func:`min_detectable_effect` (the smallest effect n seeds detect) and
+:func:`seeds_needed` (the seeds an effect needs). What a table of claims concludes from these numbers — families,
+Holm, and when a claim cannot be tested at all — is :mod:`capsule_lab.evidence.rules`.
 
-The t distribution is SciPy's (``scipy.stats.t``); everything else is written out here, short enough to read.
+The t distributions are SciPy's (``scipy.stats.t`` and ``nct``); everything else is written out here, short enough to read.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Optional
 
+from scipy.optimize import brentq
+from scipy.stats import nct as noncentral_t
 from scipy.stats import t as student_t
 
 from .._checks import check_nonnegative, check_one_of, check_positive_int
 
 __all__ = ["binomial_standard_error", "t_quantile", "PairedT", "paired_t_test", "McNemar", "correct_string",
-           "mcnemar_test", "pooled_mcnemar_test", "Equivalence", "tost_paired", "holm", "KINDS", "OUTCOMES",
-           "Comparison", "compare", "Verdict", "decide", "at_ceiling", "converged"]
+           "mcnemar_test", "pooled_mcnemar_test", "Equivalence", "tost_paired", "holm", "KINDS", "Comparison",
+           "compare", "interval", "power_paired_t", "min_detectable_effect", "seeds_needed"]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 #: The kinds of claim :func:`compare` tests: A better than B; A equivalent to B (within ±margin); A not worse than B
 #: (by more than the margin).
 KINDS = ("better", "equivalent", "not worse")
-#: A verdict's outcome.
-OUTCOMES = ("supported", "contradicted", "undecided")
 
 
 def _probability(value, name: str) -> float:
@@ -277,9 +277,11 @@ def holm(p_values) -> list[float]:
 
 @dataclass(frozen=True)
 class Comparison:
-    """One claim about A against B, as two one-sided paired t tests over seeds (:func:`compare`). ``estimate`` is
-    mean(a − b) in the direction where higher is better, ``interval`` its two-sided (1 − 2α) confidence interval
-    (the one-sided tests' bounds), ``p_support`` the p-value for the claim, ``p_contradict`` against it."""
+    """One claim about A against B, as one-sided paired t tests over seeds (:func:`compare`). ``estimate`` is
+    mean(a − b) in the direction where higher is better, ``sd`` the spread of the per-seed differences over ``n``
+    seeds, ``interval`` the two-sided (1 − 2α) confidence interval of the mean (unadjusted), ``p_support`` the p-value
+    for the claim, ``p_contradict`` against it, and ``p_smaller`` (None without a ``size``) the p-value that the
+    difference is smaller than the paper's stated ``size``."""
 
     kind: str
     margin: float
@@ -288,29 +290,41 @@ class Comparison:
     df: int
     p_support: float
     p_contradict: float
+    n: int = 0
+    sd: float = 0.0
+    size: Optional[float] = None
+    p_smaller: Optional[float] = None
     test: str = "paired t over seeds"
 
 
-def compare(a, b, kind: str, margin: float = 0.0, *, lower_is_better: bool = False, alpha: float = 0.05) -> Comparison:
-    """A claim about ``a`` against ``b`` (one value per seed each, paired), as two one-sided paired t tests on
+def compare(a, b, kind: str, margin: float = 0.0, *, lower_is_better: bool = False, alpha: float = 0.05,
+            size: Optional[float] = None) -> Comparison:
+    """A claim about ``a`` against ``b`` (one value per seed each, paired), as one-sided paired t tests on
     d = a − b (negated first when ``lower_is_better``: time, entropy). Chapter 08.
 
     ====================  ==============================================  ============================================
     ``kind``              supported when the test rejects                 contradicted when the test rejects
     ====================  ==============================================  ============================================
-    ``"better"``          H0: d ≤ 0 (A is ahead)                          H0: d ≥ margin (A is not ahead by margin)
+    ``"better"``          H0: d ≤ 0 (A is ahead)                          H0: d ≥ 0 (A is behind)
     ``"equivalent"``      H0: d ≤ −margin or d ≥ margin (TOST)            H0: −margin ≤ d ≤ margin, either side (×2)
     ``"not worse"``       H0: d ≤ −margin (A is not behind by margin)     H0: d ≥ −margin (A is behind by more)
     ====================  ==============================================  ============================================
 
-    ``"better"`` with margin 0 is contradicted only when A is significantly behind; with a margin, also when A is
-    ahead by significantly less than it (:func:`decide` puts a contradiction first).
+    The rule is symmetric: a claim of being better is contradicted only by a significant difference the other way,
+    never by a significant gain smaller than some margin. Where the paper states the size of its effect (``size``,
+    > 0, on the same scale as d), ``p_smaller`` tests H0: d ≥ size: a supported claim whose effect is significantly
+    smaller than the paper's is *supported, smaller* (:mod:`capsule_lab.evidence.rules`).
     """
     check_one_of(kind, KINDS, "kind")
     margin = check_nonnegative(margin, "margin")
     if kind == "equivalent" and margin == 0:
         raise ValueError("margin must be a number > 0 for an 'equivalent' claim: equivalence within ±0 cannot be "
                          "shown")
+    if size is not None:
+        size = check_nonnegative(size, "size")
+        if size == 0 or kind != "better":
+            raise ValueError("size must be a number > 0, and only a claim of kind 'better' has a size (the effect "
+                             "the paper states)")
     a, b = _numbers(a, "a"), _numbers(b, "b")
     if lower_is_better:
         a, b = [-x for x in a], [-x for x in b]
@@ -319,7 +333,7 @@ def compare(a, b, kind: str, margin: float = 0.0, *, lower_is_better: bool = Fal
         return paired_t_test(a, b, null=null, alternative=alternative, alpha=alpha)
 
     if kind == "better":
-        support, against = one_sided(0.0, "greater"), one_sided(margin, "less")
+        support, against = one_sided(0.0, "greater"), one_sided(0.0, "less")
         p_support, p_contradict = support.p_value, against.p_value
     elif kind == "equivalent":
         support = tost_paired(a, b, margin, alpha)
@@ -330,87 +344,68 @@ def compare(a, b, kind: str, margin: float = 0.0, *, lower_is_better: bool = Fal
         p_support, p_contradict = support.p_value, against.p_value
     base = one_sided(0.0, "two-sided")
     half = t_quantile(1 - alpha, base.df) * base.se
-    return Comparison(kind, margin, base.mean, (base.mean - half, base.mean + half), base.df, p_support, p_contradict)
+    p_smaller = None if size is None else one_sided(size, "less").p_value
+    return Comparison(kind, margin, base.mean, (base.mean - half, base.mean + half), base.df, p_support, p_contradict,
+                      base.n, base.sd, size, p_smaller)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A claim's verdict: ``outcome`` (one of :data:`OUTCOMES`), the ``test``, ``alpha``, ``margin``, the adjusted
-    p-values, the ``estimate`` and its ``interval``, and the ``reason`` in words. ``str(verdict)`` prints it all."""
-
-    outcome: str
-    test: str
-    alpha: float
-    margin: Optional[float] = None
-    p_support: Optional[float] = None
-    p_contradict: Optional[float] = None
-    estimate: Optional[float] = None
-    interval: Optional[tuple] = None
-    reason: str = ""
-    adjustment: str = "Holm"
-    extra: dict = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        if self.p_support is None:
-            return f"{self.outcome}: {self.reason}"
-        return (f"{self.outcome} ({self.test}, {self.adjustment}-adjusted α = {self.alpha:g}, margin {self.margin:g}: "
-                f"p for = {self.p_support:.2g}, p against = {self.p_contradict:.2g}; {self.reason})")
+def interval(comparison: Comparison, alpha: float) -> tuple:
+    """The two-sided (1 − 2·``alpha``) confidence interval of a :func:`compare` estimate: ``alpha`` = 0.05 gives the
+    90 % interval whose ends are the one-sided tests' bounds; ``alpha`` = 0.05/m the interval of a family of m tests
+    (Bonferroni). Chapter 08."""
+    if not isinstance(comparison, Comparison):
+        raise ValueError(f"comparison must be a Comparison (from compare), got {type(comparison).__name__}")
+    half = t_quantile(1 - _probability(alpha, "alpha"), comparison.df) * comparison.sd / math.sqrt(comparison.n)
+    return comparison.estimate - half, comparison.estimate + half
 
 
-def decide(comparisons: Mapping[str, Comparison], alpha: float = 0.05,
-           untestable: Optional[Mapping[str, str]] = None) -> dict:
-    """The verdicts of a table of claims: ``{name: Verdict}`` in ``comparisons``' order. Chapter 08.
+# ------------------------------------------------------------------------------------------------------ power
 
-    The family is every p-value of the table that is tested — each testable claim's ``p_support`` and
-    ``p_contradict`` — adjusted together by :func:`holm`. A claim is *contradicted* when its adjusted
-    ``p_contradict`` < ``alpha``, else *supported* when its adjusted ``p_support`` < ``alpha``, else *undecided*. The
-    order matters only for ``"better"``: A ahead, but by less than the margin, rejects both, and a gain smaller than
-    the smallest that matters does not support a claim of being better. A claim named
-    in ``untestable`` (``{name: why}``: a saturated measure, an unconverged model, a single seed) is *undecided* with
-    that reason and leaves the family; its comparison may be None (nothing could be compared).
-    """
-    alpha = _probability(alpha, "alpha")
-    untestable = dict(untestable or {})
-    if not isinstance(comparisons, Mapping) or not comparisons:
-        raise ValueError("comparisons must be a non-empty mapping {claim: Comparison} (from compare)")
-    for name, c in comparisons.items():
-        if not isinstance(c, Comparison) and not (c is None and name in untestable):
-            raise ValueError(f"comparisons[{name!r}] must be a Comparison (from compare), got {type(c).__name__}; "
-                             f"None only for a claim named in untestable")
-    unknown = set(untestable) - set(comparisons)
-    if unknown:
-        raise ValueError(f"untestable names claims that are not compared: {sorted(unknown)}")
-    tested = [name for name in comparisons if name not in untestable]
-    raw = [p for name in tested for p in (comparisons[name].p_support, comparisons[name].p_contradict)]
-    adjusted = iter(holm(raw)) if raw else iter(())
-    verdicts = {}
-    for name, c in comparisons.items():
-        if name in untestable:
-            verdicts[name] = Verdict("undecided", "none" if c is None else c.test, alpha,
-                                     *((None,) * 4 if c is None else (c.margin, None, None, c.estimate)),
-                                     None if c is None else c.interval, f"not testable: {untestable[name]}")
-            continue
-        low, high = c.interval
-        shown = f"difference {c.estimate:+.3g}, {100 * (1 - 2 * alpha):g} % interval [{low:+.3g}, {high:+.3g}]"
-        p_for, p_against = next(adjusted), next(adjusted)
-        outcome = "contradicted" if p_against < alpha else "supported" if p_for < alpha else "undecided"
-        verdicts[name] = Verdict(outcome, c.test, alpha, c.margin, p_for, p_against, c.estimate, c.interval, shown)
-    return verdicts
-
-
-def at_ceiling(value: float, ceiling: float, distance: float) -> bool:
-    """Whether a measure sits within ``distance`` of its ``ceiling`` (entropy within 0.5 bits of log₂ n, with n the
-    images per class): there it measures how many images there are, not how the routing behaves, and a claim about
-    it is *undecided*. Chapter 08."""
-    for name, v in (("value", value), ("ceiling", ceiling)):
+def power_paired_t(effect: float, sd: float, n: int, alpha: float) -> float:
+    """The power of the one-sided paired t test at level ``alpha`` over ``n`` seeds: the chance that it rejects when
+    the true mean difference lies ``effect`` beyond the null and the differences have standard deviation ``sd``.
+    Under that alternative the statistic follows the noncentral t with n − 1 degrees of freedom and noncentrality
+    effect·√n / sd, so the power is P(T' > t_{1−α, n−1}) (SciPy's ``nct``). Chapter 08."""
+    for name, v in (("effect", effect), ("sd", sd)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ValueError(f"{name} must be a finite number, got {v!r}")
-    return ceiling - value <= check_nonnegative(distance, "distance")
+    if sd <= 0:
+        raise ValueError(f"sd must be a number > 0 (with no spread any effect is certain), got {sd!r}")
+    n = check_positive_int(n, "n")
+    if n < 2:
+        raise ValueError("n must be an integer >= 2: a t test needs two seeds")
+    critical = t_quantile(1 - _probability(alpha, "alpha"), n - 1)
+    return float(noncentral_t.sf(critical, n - 1, effect * math.sqrt(n) / sd))
 
 
-def converged(train_accuracy: Sequence[float], tolerance: float = 0.005) -> bool:
-    """The course's convergence criterion: the last epoch's training accuracy differs from the epoch before by less
-    than ``tolerance`` (0.005 = half a point). A model still climbing (or falling) is not converged, and a claim
-    about it is *undecided*. Chapter 08."""
-    accuracies = _numbers(train_accuracy, "train_accuracy")
-    return abs(accuracies[-1] - accuracies[-2]) < check_nonnegative(tolerance, "tolerance")
+def min_detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8) -> float:
+    """The smallest true mean difference the one-sided paired t test over ``n`` seeds detects with probability
+    ``power`` at level ``alpha``, given the spread ``sd`` of the per-seed differences: the effect at which
+    :func:`power_paired_t` equals ``power`` (solved by Brent's method). Each verdict row prints it at its family's
+    strictest level. Chapter 08."""
+    power = _probability(power, "power")
+    if power_paired_t(0.0, sd, n, alpha) >= power:
+        return 0.0
+    high = sd
+    while power_paired_t(high, sd, n, alpha) < power:
+        high *= 2
+    return float(brentq(lambda e: power_paired_t(e, sd, n, alpha) - power, 0.0, high, xtol=1e-12 * high))
+
+
+def seeds_needed(effect: float, sd: float, alpha: float, power: float = 0.8, limit: int = 10_000) -> Optional[int]:
+    """How many seeds the one-sided paired t test needs to detect a true mean difference ``effect`` (> 0, beyond the
+    null) with probability ``power`` at level ``alpha``, given the spread ``sd``: the smallest n ≥ 2 with
+    :func:`power_paired_t` ≥ ``power``; None when not even ``limit`` seeds would (the effect is too small against
+    the spread). Chapter 08."""
+    power = _probability(power, "power")
+    if isinstance(effect, bool) or not isinstance(effect, (int, float)) or not effect > 0:
+        raise ValueError(f"effect must be a number > 0 (a difference beyond the null), got {effect!r}")
+    if power_paired_t(effect, sd, limit, alpha) < power:
+        return None
+    low, high = 2, limit                                 # power rises with n: the smallest n is found by bisection
+    if power_paired_t(effect, sd, low, alpha) >= power:
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if power_paired_t(effect, sd, middle, alpha) >= power else (middle, high)
+    return high

@@ -53,7 +53,7 @@ from ..layers.votes import capsule_votes
 from ..routing import dynamic_routing, vote_free_routing
 from ..training import eval_mode, grad_scaler, mixed_precision, train_step
 
-__all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_runs", "time_median", "peak_memory", "bench_routing",
+__all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_runs", "time_interleaved", "time_median", "peak_memory", "bench_routing",
            "training_step", "training_step_seconds", "inference_seconds", "step_models", "bench_steps", "stage_flops",
            "step_breakdown"]
 
@@ -98,6 +98,37 @@ def time_runs(fn: Callable[[], object], repeats: int = 5, warmup: int = 1,
         sync()
         times.append(time.perf_counter() - start)
     return times
+
+
+def time_interleaved(fns: dict, repeats: int = 10, warmup: int = 1, sync: Callable[[], None] = lambda: None,
+                     load: Callable[[], float] | None = None) -> dict:
+    """Wall times of several functions taken in turn, so that whatever the machine does meanwhile falls on all of
+    them alike: ``{"times": {name: [seconds, one per round]}, "load": (before, after)}``. Each round calls every
+    function once, the order rotated from round to round (A, B, C; B, C, A; …) so that none always runs first;
+    ``warmup`` rounds come first, untimed. ``load`` (default: the machine's 1-minute load average, None where the
+    system has none) is read before and after. The timing rule of chapter 08's verdicts asks for this: times of two
+    networks taken interleaved, at least 10 rounds. Chapters 06 and 08."""
+    if not isinstance(fns, dict) or len(fns) < 1 or not all(callable(f) for f in fns.values()):
+        raise ValueError("fns must be a non-empty dict {name: function of no arguments}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if load is None:
+        load = (lambda: os.getloadavg()[0]) if hasattr(os, "getloadavg") else (lambda: None)
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    sync()
+    before = load()
+    times = {name: [] for name in names}
+    for round_ in range(repeats):
+        k = round_ % len(names)
+        for name in names[k:] + names[:k]:
+            start = time.perf_counter()
+            fns[name]()
+            sync()
+            times[name].append(time.perf_counter() - start)
+    return {"times": times, "load": (before, load())}
 
 
 def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1,

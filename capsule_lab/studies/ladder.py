@@ -33,7 +33,7 @@ from torch.utils.data import Dataset, TensorDataset
 from .._checks import check_class_index, check_positive_int
 from ..data.expanded import affine_expanded_test_set, expanded_mnist
 from ..data.sources import AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SEED, load_dataset
-from ..evidence.claims import Claim, claim_verdicts
+from ..evidence.claims import CLASSES, Claim, claim_verdicts
 from ..evidence.stats import correct_string
 from ..measures.activity import activity_profile, middle_share
 from ..models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
@@ -349,11 +349,12 @@ def ladder_claim_records(shipped: dict | None = None) -> list:
     """The longer run's networks as records for :func:`capsule_lab.evidence.claims.claim_verdicts`, one per network and
     seed: ``router`` (the network's name), ``seed``, ``accuracy`` (clean), ``affine_accuracy``, ``correct`` and
     ``affine_correct`` (which test images it got right), ``middle_share`` of the digit-0 activity profile
-    (:func:`capsule_lab.measures.activity.middle_share`), ``train_step_ms`` (the median of its timed training steps)
+    (:func:`capsule_lab.measures.activity.middle_share`) and that of a flat profile of the same mean
+    (``middle_share_null``), ``train_step_ms`` (the median of its timed training steps)
     with ``device`` and ``threads``, and ``train_accuracy`` per epoch. For each CapsNet two more records, its K most
     active capsules (``"<name> top-K"``) and those of ranks K + 1 to the profile's last (``"<name> rest"``), whose
     ``coupling`` is their mean coupling to the right class in Figure 1's profile (:func:`coupling_profile`; K is the
-    main L-CapsNet's). ``shipped`` defaults to :func:`shipped_ladder_runs`. Chapter 06."""
+    main L-CapsNet's), against uniform couplings 1/J (``coupling_null``). ``shipped`` defaults to :func:`shipped_ladder_runs`. Chapter 06."""
     shipped = shipped_ladder_runs() if shipped is None else shipped
     if not isinstance(shipped, dict) or not isinstance(shipped.get("runs"), dict):
         raise ValueError("shipped must be the longer run's results (shipped_ladder_runs()), with its 'runs'")
@@ -367,6 +368,8 @@ def ladder_claim_records(shipped: dict | None = None) -> list:
             record = {"router": name, "seed": int(seed), "accuracy": run["clean_accuracy"],
                       "affine_accuracy": run["affine_accuracy"], "correct": run["clean_correct"],
                       "affine_correct": run["affine_correct"], "middle_share": middle_share(run["activity_profile"]),
+                      "middle_share_null": middle_share([sum(run["activity_profile"]) / len(run["activity_profile"])]
+                                                        * len(run["activity_profile"])),
                       "train_step_ms": 1000 * run["step_seconds"], "device": run["device"],
                       "threads": run["threads"], "train_accuracy": run["train_accuracy"]}
             records.append(record)
@@ -374,14 +377,16 @@ def ladder_claim_records(shipped: dict | None = None) -> list:
                 couplings = run["couplings"]
                 for group, values in (("top-K", couplings[:k]), ("rest", couplings[k:])):
                     records.append({"router": f"{name} {group}", "seed": int(seed),
-                                    "coupling": sum(values) / len(values), "train_accuracy": run["train_accuracy"]})
+                                    "coupling": sum(values) / len(values), "coupling_null": 1 / CLASSES,
+                                    "train_accuracy": run["train_accuracy"]})
     return records
 
 
 def ladder_verdicts(shipped: dict | None = None, claims=LADDER_CLAIMS, alpha: float = 0.05) -> list:
     """Chapter 06's verdict table: :data:`LADDER_CLAIMS` tested on the longer run (:func:`ladder_claim_records`) by
-    :func:`capsule_lab.evidence.claims.claim_verdicts` — paired t over seeds, Holm over the table, *undecided* for a
-    network that has not converged. Chapter 06."""
+    :func:`capsule_lab.evidence.claims.claim_verdicts`, by the rules of :mod:`capsule_lab.evidence.rules` (not testable
+    for a network that has collapsed or not converged, a measure at its null, a time not taken by the timing rule;
+    paired t over seeds, Holm within each family). Chapter 06."""
     return claim_verdicts(ladder_claim_records(shipped), claims, alpha)
 
 

@@ -3,8 +3,8 @@
 Taught in chapter 05. :data:`REM_CLAIMS` quotes each claim with its source and setting, for MNIST, Fashion-MNIST and
 expanded MNIST tested on affNIST; :func:`rem_claim_records` turns the shipped runs (or runs trained now,
 :class:`~capsule_lab.studies.rem.RemRun`) into one record per model and seed; :func:`rem_verdicts` tests every claim
-on them (:func:`capsule_lab.evidence.claims.claim_verdicts`: paired t over seeds, Holm over the table, undecided
-where the measure cannot tell).
+on them (:func:`capsule_lab.evidence.claims.claim_verdicts`, by the rules of :mod:`capsule_lab.evidence.rules`:
+paired t over seeds, Holm within each family, not testable where the measure cannot tell the networks apart).
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def rem_claim_records(runs, levels: int = 11) -> list:
     for :func:`capsule_lab.evidence.claims.claim_verdicts`, per dataset and seed: ``"Q, <dataset>"`` and ``"REM,
     <dataset>"`` (the quantised test ``accuracy``, ``entropy`` and its ``entropy_ceiling``, mean ``keys`` per class,
     ``correct`` per test image, the run's ``train_accuracy`` per epoch, and whatever :func:`model_extras` measured:
-    ``on_object``, ``affine_accuracy`` with ``affine_correct``) and ``"Q at REM's accuracy, <dataset>"``
+    ``on_object`` with its null ``on_object_null`` (the shuffled-pair maps' share), ``affine_accuracy`` with
+    ``affine_correct``) and ``"Q at REM's accuracy, <dataset>"``
     (:func:`entropy_at_accuracy` on Q's epochs; its entropy None, and the record ``"untestable"``, for a seed where Q
     never had REM's accuracy). Chapter 05."""
     records = []
@@ -103,6 +104,8 @@ def rem_claim_records(runs, levels: int = 11) -> list:
                       "entropy": model["entropy"], "entropy_ceiling": model["entropy_ceiling"], "keys": model["keys"],
                       "correct": model["correct"], "train_accuracy": curves[name]}
             record.update({k: model[k] for k in ("on_object", "affine_accuracy", "affine_correct") if k in model})
+            if "on_object_shuffled" in model:           # the saliency measure's null: maps of other images
+                record["on_object_null"] = model["on_object_shuffled"]
             records.append(record)
         rem_accuracy = run["REM"]["quantized_accuracy"]
         matched = {"router": f"Q at REM's accuracy, {dataset}", "seed": seed, "accuracy": rem_accuracy,
@@ -119,8 +122,9 @@ def rem_claim_records(runs, levels: int = 11) -> list:
 def rem_verdicts(runs, levels: int = 11, claims=None, alpha: float = 0.05) -> list:
     """Chapter 05's verdict table: the claims of :data:`REM_CLAIMS` that the records of ``runs`` can answer (their
     datasets, and measures they hold), or ``claims``, tested on :func:`rem_claim_records` by
-    :func:`capsule_lab.evidence.claims.claim_verdicts` — paired t over seeds, Holm over the table, *undecided* with one
-    seed, before convergence or at the entropy's ceiling. Chapter 05."""
+    :func:`capsule_lab.evidence.claims.claim_verdicts` — paired t over seeds, Holm within each family, *not testable*
+    with one seed, for a collapsed or unconverged network, or where neither network clears the measure's null (the
+    entropy's ceiling, the images per class, the shuffled-pair maps). Chapter 05."""
     records = rem_claim_records(runs, levels)
     if claims is None:
         held = {}

@@ -7,6 +7,8 @@ measured the same way.
 - :mod:`~capsule_lab.studies.bench.records` — one router and seed trained and measured: a record, keyed for the cache;
 - :mod:`~capsule_lab.studies.bench.runner` — the bench run, cached; results written, summarised, the longer runs;
 - :mod:`~capsule_lab.studies.bench.tables` — the chapter's result tables;
+- :mod:`~capsule_lab.studies.bench.timing` — routers timed by the timing rule: interleaved, repeated, at each thread
+  count;
 - :mod:`~capsule_lab.studies.bench.claims` — the verdict table: each paper's claim the bench can test.
 
 The bench's names are re-exported here: ``from capsule_lab.studies.bench import run_router_bench`` works.
