@@ -159,18 +159,47 @@ def test_accuracy_time_figure_names_the_most_accurate_and_the_fastest():
     assert "the most accurate are best (50 ms) and slow (400 ms) at 98.00 %" in accuracy_time_description(tied)[0]
 
 
-def test_measures_figure_names_the_extremes_and_the_missing():
+def test_accuracy_time_description_says_what_the_zoomed_row_shows():
+    d = described(accuracy_time_figure(SUMMARY))
+    assert d.alt.startswith("Two rows of two panels")
+    assert ("The bottom row zooms on the 2 routers within 0.5 points of the best clean accuracy (best and slow): "
+            "97.80–98.00 % clean, 70.00–85.00 % affine, 50–400 ms; a dashed rectangle marks that range in the "
+            "top row, where fast is drawn too.") in d.alt
+    assert "below, zoomed on the 2 routers within 0.5 points of the best clean accuracy" in d.caption
+    # fast within half a point too: every router leads, so no zoom and no sentence about one
+    close = {**SUMMARY, "fast": {**SUMMARY["fast"], "accuracy": (0.977, 0.01, 0.002)}}
+    alt = described(accuracy_time_figure(close)).alt
+    assert alt.startswith("Two panels of test accuracy") and "zooms" not in alt
+    assert "zooms" not in accuracy_time_description(SUMMARY, zoom_within=1)[0]      # fast is 1 point behind
+    assert "zooms" not in accuracy_time_description(SUMMARY, zoom_within=0.1)[0]    # best alone leads
+
+
+def test_measures_figure_names_the_extremes_the_missing_and_the_zero_measures():
     measures = ("inference_ms", "dyr", "dead_primary")
     d = described(measures_figure(SUMMARY, measures))
-    assert "Bar charts of 3 measures" in d.alt and "the same 3 routers" in d.alt
+    assert "2 panels, one per measure" in d.alt and "the same 3 routers" in d.alt
+    assert "as bars from 0, a 0 written beside a bar of 0 and n/a where a router has no value" in d.alt
     assert "Inference batch (ms): highest slow (90), lowest fast (5)" in d.alt
     assert "Routing dynamics dyr: highest best (0.03), lowest fast (0); none for slow" in d.alt
-    assert "Dead primary capsules (%): 0 for every router" in d.alt
+    assert "Dead primary capsules (%): 0 for every router, so it has no panel" in d.alt
+    assert "A note in the grid says that dead primary capsules (%) is 0 for every router" in d.alt
+    assert "dead primary capsules (%): 0 for every router, no panel" in d.caption
     assert d.alt == measures_description(SUMMARY, measures)[0]
+    accuracies = measures_description(SUMMARY, ("affine_accuracy", "dyr"))[0]
+    assert accuracies.startswith("2 panels")
+    assert "affine test accuracy (%) as points on an axis fitted to them" in accuracies
+    assert "no panel" not in accuracies and "A note" not in accuracies
     with pytest.raises(ValueError, match="measure must be one of"):
         measures_description(SUMMARY, ("speed",))
 
 
-def test_router_styles_tell_twelve_routers_apart_by_marker_in_colours_of_good_contrast():
+def test_router_styles_tell_twelve_routers_apart_by_marker_and_by_colour():
+    from capsule_lab.figures.router_bench import BENCH_ROUTERS, router_styles
+    from capsule_lab.studies.bench.settings import ROUTERS_08
+
+    assert BENCH_ROUTERS == ROUTERS_08                           # the figures' copy of the bench's names
     assert len(set(MARKERS)) == len(MARKERS) == 12
-    assert len(set(zip(COLORS, MARKERS))) == 12 and set(COLORS) == set(PALETTE[:5])
+    assert len(set(COLORS)) == len(COLORS) == 12                 # no two routers of the bench share a colour
+    styles = router_styles(ROUTERS_08)
+    assert len({s["color"] for s in styles.values()}) == 12 and len({s["marker"] for s in styles.values()}) == 12
+    assert set(COLORS[:6]) <= set(PALETTE)                      # the course's palette first

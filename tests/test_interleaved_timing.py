@@ -49,3 +49,21 @@ def test_time_routers_gives_records_the_timing_rule_accepts():
         time_routers(settings, ("dynamic r=1", "uniform"), seeds=(0,), steps=5, data=data)
     with pytest.raises(ValueError, match="routers must name two or more"):
         time_routers(settings, ("uniform",), seeds=(0,), data=data)
+
+
+def test_the_timing_script_writes_its_provenance_and_records(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "router_timing.py"
+    spec = importlib.util.spec_from_file_location("router_timing", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "timing.json"
+    script.main(["--quick", "--threads", "1", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert report["provenance"]["command"] == f"python scripts/router_timing.py --quick --threads 1 --out {out}"
+    assert report["provenance"]["routers"] == ["ladder", "dynamic r=3"] and report["provenance"]["steps"] == 10
+    assert [(r["router"], r["seed"], r["threads"]) for r in report["records"]] == [("ladder", 0, 1),
+                                                                                   ("dynamic r=3", 0, 1)]
+    assert timing_problems(report["records"]) == []

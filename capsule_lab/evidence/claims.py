@@ -77,7 +77,7 @@ SALIENCY_MARGIN = 0.02
 COUPLING_MARGIN = 0.01
 #: An entropy within this many bits of its ceiling (log₂ of the images per class) is saturated.
 CEILING_BITS = 0.5
-#: The classes of every dataset the course trains on (MNIST, Fashion-MNIST, their variants): chance is 1/10.
+#: The number of classes J of every dataset the course trains on (MNIST, Fashion-MNIST and their variants), so chance is 1/10.
 CLASSES = 10
 
 #: The measures a claim may name. ``affine_drop`` is clean minus affine accuracy (chapter 06); ``middle_share`` the
@@ -353,10 +353,13 @@ def signed(claim: Claim, value: float) -> str:
     return f"{value:+.2f}" if unit == "bits" else f"{value:+.3f}"
 
 
-def _unit_words(claim: Claim) -> str:
+def _interval_words(claim: Claim) -> tuple:
+    """What follows a signed interval (its unit) and what opens its parenthesis (which sign is A's advantage, for a
+    share or a coupling, whose numbers carry no unit)."""
     measure = MEASURES[claim.measure]
-    return {"points": "points", "bits": "bits", "times": "as fast", "ratio": "fewer"}.get(
-        measure.unit, "(positive: A " + ("lower)" if measure.lower_is_better else "higher)"))
+    if measure.unit in ("share", "coupling"):
+        return "", f"positive: A {'lower' if measure.lower_is_better else 'higher'}; "
+    return " " + {"points": "points", "bits": "bits", "times": "as fast", "ratio": "fewer"}[measure.unit], ""
 
 
 def margin_text(claim: Claim) -> str:
@@ -379,13 +382,13 @@ def _size_text(claim: Claim, value: float) -> str:
 
 
 def _tested_line(claim: Claim, v: rules.Verdict) -> str:
-    margin, unit = margin_text(claim), _unit_words(claim)
+    margin, (unit, sign) = margin_text(claim), _interval_words(claim)
     low, high = v.interval
     family_low, family_high = v.family_interval
     size = f", the paper's size {_size_text(claim, v.size)}" if v.size is not None else ""
     smaller = f", smaller {v.p_smaller:.2g}" if v.p_smaller is not None else ""
-    return (f"A's advantage {advantage(claim, v.estimate)}; interval [{signed(claim, low)}, {signed(claim, high)}] "
-            f"{unit} ({100 * (1 - 2 * v.alpha):g} %, unadjusted), [{signed(claim, family_low)}, "
+    return (f"A's advantage {advantage(claim, v.estimate)}; interval [{signed(claim, low)}, {signed(claim, high)}]"
+            f"{unit} ({sign}{100 * (1 - 2 * v.alpha):g} %, unadjusted), [{signed(claim, family_low)}, "
             f"{signed(claim, family_high)}] (the {v.family} family's {v.m} tests, Bonferroni); paired t over {v.n} "
             f"seeds, claim '{claim.kind}', margin {margin}{size}; Holm-adjusted p for {v.p_support:.2g}, against "
             f"{v.p_contradict:.2g}{smaller} (α = {v.alpha:g}); smallest effect {v.n} seeds detect: "
@@ -401,7 +404,7 @@ def describe(row: ClaimRow) -> str:
     claim, v = row.claim, row.verdict
     head = f"[{claim.chapter}] {claim.question} ({claim.paper}, {claim.source})"
     a_epochs, b_epochs = v.extra.get("epochs", (None, None))
-    if a_epochs != b_epochs:
+    if a_epochs != b_epochs and MEASURES[claim.measure].unit != "times":      # a step's time is not trained
         head += f"\n     budgets differ: {claim.a} trained {a_epochs} epochs, {claim.b} {b_epochs}"
     lines = [f"     {v.outcome.upper()}: {v.reason}"]
     if v.tested:
@@ -413,7 +416,7 @@ def describe(row: ClaimRow) -> str:
         out = (f" (collapsed {_seeds_text(row.mcnemar_left_out)} left out)" if row.mcnemar_left_out else "")
         p = f"{m.p_value:.2g}" if m.p_value > 0 else "< 1e-300"
         lines.append(f"     images: {m.a_only} right for A only, {m.b_only} for B only; pooled McNemar over "
-                     f"{m.strata} seeds{out}: p = {p}")
+                     f"{m.strata} seed{'s' if m.strata != 1 else ''}{out}: p = {p}")
     return "\n".join([head] + lines)
 
 

@@ -35,8 +35,8 @@ against it, and where the paper states a size, the one for "smaller than that si
 - *contradicted* — significant the other way: for "better", A significantly behind; for "not worse", behind by
   significantly more than the margin; for "equivalent", significantly outside ±margin. A significant effect in the
   claimed direction never reads *contradicted*;
-- *undecided* — neither rejects; the row says how many seeds would decide it (:func:`~capsule_lab.evidence.stats.
-  seeds_needed`, with the measured mean and spread);
+- *undecided* — neither rejects; the row says how many seeds would decide it
+  (:func:`~capsule_lab.evidence.stats.seeds_needed`, with the measured mean and spread);
 - *depends on the setting* — a timing claim measured at several thread counts whose outcomes differ;
 - *not testable* — above.
 
@@ -64,10 +64,11 @@ OUTCOMES = ("supported", "supported, smaller", "contradicted", "undecided", "dep
 FAMILIES = ("paper", "course")
 #: The power at which a row's smallest detectable effect and the seeds that would decide it are computed.
 POWER = 0.8
-#: The convergence criterion: the last epoch's training accuracy within half a point of the epoch before's.
+#: How close the last epoch's training accuracy must lie to the epoch before's for a network to count as converged
+#: (half a point).
 CONVERGENCE = 0.005
 #: A network is collapsed when its last training accuracy has closed less than this share of the way from chance
-#: (1/J) to 1: below 32.5 % with 10 classes.
+#: (1/J) to 1, which is below 32.5 % with 10 classes.
 COLLAPSE_SHARE = 0.25
 #: The timing rule's least number of timed steps per network and seed.
 MIN_TIMED_STEPS = 10

@@ -115,7 +115,7 @@ def pair_table(records: list, seeds, pairs=PAIRS) -> Table:
 
 def convergence_table(settings, records: list, setting: str) -> Table:
     """Each router's change of the training accuracy over the last epoch of ``settings``' schedule, per seed, and
-    whether it converged (every change below :data:`~capsule_lab.evidence.claims.CONVERGENCE`). Chapter 08."""
+    whether it converged (every change below :data:`~capsule_lab.evidence.rules.CONVERGENCE`). Chapter 08."""
     seeds = [f"seed {s}" for s in settings.seeds]
     return Table(["router", *seeds, "converged"],
                  [(name, *(100 * c for c in changes), all(abs(c) < CONVERGENCE for c in changes))

@@ -3,14 +3,15 @@ thread count, with the machine's load recorded. Chapter 08.
 
 A step's time on a shared CPU moves with whatever else the machine does. Timing router by router (all seeds of one,
 then all of the next) turns the machine's moods into differences between routers; timing once per seed leaves no
-spread to read. :func:`time_routers` builds each router's bench network for a seed (:func:`~capsule_lab.studies.bench.
-entries.build_network`: the same start for every router), takes one training batch, and times their training steps
-in turn (:func:`capsule_lab.measures.cost.time_interleaved`: A, B, A, B, …, the order rotated each round), at least
-10 rounds per seed, at each thread count asked; the 1-minute load average is read before and after. Each record is
-one router, seed and thread count: ``train_step_ms`` (the median of its timed steps), the steps themselves,
-``timed_steps``, ``interleaved``, ``load``, ``device``, ``threads`` and ``batch``: what
-:func:`capsule_lab.evidence.claims.claim_verdicts` reads for a claim about time (:func:`~capsule_lab.evidence.rules.
-timing_problems`). ``scripts/router_timing.py`` ships one such run (:func:`shipped_timing`).
+spread to read. :func:`time_routers` builds each router's bench network for a seed
+(:func:`~capsule_lab.studies.bench.entries.build_network`, the same start for every router), takes one training batch,
+and times their training steps in turn (:func:`capsule_lab.measures.cost.time_interleaved`: A, B, A, B, …, the order
+rotated each round), at least 10 rounds per seed, at each thread count asked; the 1-minute load average is read
+before and after. Each record is one router, seed and thread count: ``train_step_ms`` (the median of its timed
+steps), the steps themselves, ``timed_steps``, ``interleaved``, ``load``, ``device``, ``threads`` and ``batch``: what
+:func:`capsule_lab.evidence.claims.claim_verdicts` reads for a claim about time
+(:func:`~capsule_lab.evidence.rules.timing_problems`). ``scripts/router_timing.py`` ships one such run
+(:func:`shipped_timing`).
 """
 
 from __future__ import annotations
