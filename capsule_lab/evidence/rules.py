@@ -247,7 +247,9 @@ class Verdict:
 
 
 def _decision_distance(c: stats.Comparison) -> tuple:
-    """(distance of the estimate beyond the null its side decides, which way) for the seeds an undecided row needs."""
+    """(distance of the estimate beyond the null its side decides, which way) for the seeds an undecided row needs. For
+    an equivalence inside its margin that is the nearer bound's one-sided test: TOST needs the farther one too, so
+    the seeds it prints are a lower bound there."""
     if c.kind == "better":
         return abs(c.estimate), "for" if c.estimate > 0 else "against"
     if c.kind == "not worse":
