@@ -15,14 +15,16 @@ epoch's numbers) with :func:`capsule_lab.studies.rem.model_extras` (accuracy and
 object and its shuffled baseline, emptied W_ij, affine accuracy) to ``--out`` with its provenance. Chapter 05
 reads it with :func:`capsule_lab.studies.rem.shipped_rem_runs`.
 
-    python scripts/rem_longer_run.py --datasets fashion --seeds 0 1 2 --threads 1 --out
-    capsule_lab/results/rem_runs_fashion.json  # 57 min python scripts/rem_longer_run.py --datasets mnist expanded
-    --seeds 0 1 2 --threads 1   # rem_runs.json: 58 min python scripts/rem_longer_run.py --quick --out /tmp/x.json   # a
-    smoke test in seconds
+    python scripts/rem_longer_run.py --datasets fashion --seeds 0 1 2 --threads 1 \
+        --out capsule_lab/results/rem_runs_fashion.json             # 57 min
+    python scripts/rem_longer_run.py --datasets mnist expanded --seeds 0 1 2 --threads 1   # rem_runs.json: 58 min
+    python scripts/rem_longer_run.py --quick --out /tmp/x.json    # a smoke test in seconds
+    python scripts/rem_longer_run.py --merge a.json b.json --out c.json   # parts that differ only in their seeds
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import replace
@@ -56,8 +58,52 @@ def settings_for(dataset: str, args):
                    seeds=tuple(args.seeds), keep_every_step=False, threads=args.threads)
 
 
+def merge_reports(paths: list, out: Path) -> None:
+    """Merge reports of this script that differ only in their seeds (one run split over processes or sessions, or
+    seeds added later) into one at ``out``: every run, sorted by dataset and seed; a provenance whose ``command``
+    joins each part's (" && "), ``seeds`` the union, ``seconds`` the sum and ``parts`` each part's seconds; each
+    dataset's settings with the union of the seeds. The settings (but the seeds), torch, machine and threads must
+    agree, and no (dataset, seed) may appear twice."""
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    if len(reports) < 2:
+        raise SystemExit("--merge needs two or more reports")
+
+    def without_seeds(report):
+        return {d: {k: v for k, v in s.items() if k != "seeds"} for d, s in report["provenance"]["settings"].items()}
+
+    first = reports[0]["provenance"]
+    for other in reports[1:]:
+        if without_seeds(other) != without_seeds(reports[0]):
+            raise SystemExit("the reports differ in their settings (besides the seeds): they are not parts of one run")
+        for key in ("torch", "machine", "threads"):
+            if other["provenance"][key] != first[key]:
+                raise SystemExit(f"the reports differ in {key}: they are not parts of one run")
+    runs = [run for report in reports for run in report["runs"]]
+    keys = [(run["dataset"], run["seed"]) for run in runs]
+    doubled = sorted({k for k in keys if keys.count(k) > 1})
+    if doubled:
+        raise SystemExit(f"runs in two reports: {doubled}")
+    order = list(dict.fromkeys(run["dataset"] for run in runs))
+    runs.sort(key=lambda run: (order.index(run["dataset"]), run["seed"]))
+    seeds = sorted({s for report in reports for s in report["provenance"]["seeds"]})
+    settings = {d: {**s, "seeds": sorted({x for r in reports for x in r["provenance"]["settings"][d]["seeds"]})}
+                for d, s in first["settings"].items()}
+    parts = [r["provenance"]["seconds"] for r in reports]
+    provenance = dict(first, command=" && ".join(r["provenance"]["command"] for r in reports), seeds=seeds,
+                      settings=settings, seconds=round(sum(parts), 1), parts=parts,
+                      date=max(r["provenance"]["date"] for r in reports))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"provenance": provenance, "runs": runs}, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--merge":
+        out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else OUT
+        paths = [a for a in argv[1:argv.index("--out")]] if "--out" in argv else argv[1:]
+        merge_reports(paths, out)
+        return
     datasets = ["fashion", "mnist", "expanded"]
     if "--datasets" in argv:
         at = argv.index("--datasets")

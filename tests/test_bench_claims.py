@@ -137,7 +137,8 @@ def test_describe_prints_units_and_the_pooled_mcnemar():
                                    ("middle_share", "lower", "higher"), ("dead_rate", "lower", "higher")):
         share = Claim("course", "06", "our question", "A", False, "-", "A?", "A", "B", measure, "better", "-",
                          origin="course")
-        assert advantage(share, 0.012) == f"0.012 {better}" and advantage(share, -0.003) == f"0.003 {worse}"
+        assert advantage(share, 0.012) == f"+0.012 (A 0.012 {better})"
+        assert advantage(share, -0.003) == f"-0.003 (A 0.003 {worse})"
     # an interval reads low to high, signed, whichever way the measure points
     dead = Claim("course", "04", "our question", "A", False, "-", "A?", "A", "B", "dead_rate", "better", "-",
                  origin="course")

@@ -7,6 +7,7 @@ import json
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import TensorDataset
@@ -222,7 +223,8 @@ def test_claim_records_and_verdicts_of_tiny_runs():
         assert all(0 <= a <= 1 for a in q["train_accuracy"])
     rows = rem_verdicts(runs)
     assert [r.claim for r in rows] == [c for c in REM_CLAIMS if c.a.endswith("mnist") and c.measure != "on_object"]
-    assert [r.verdict.outcome for r in rows] == scipy_outcomes(list(records.values()), [r.claim for r in rows])
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(list(records.values()), [r.claim for r in rows],
+                                                               setting={"cluttered_images": (False, "")})
     one = rem_verdicts({("mnist", 0): runs["mnist", 0]})
     assert all(r.verdict.outcome == "not testable" and "one seed (0)" in r.verdict.reason for r in one)
     if one[1].mcnemar_left_out:                   # a network at chance: its images say nothing about a trained one
@@ -287,6 +289,10 @@ def test_model_extras_measure_what_the_chapter_reads():
     assert extras["on_object_shuffled"] == pytest.approx(shuffled[ok].mean().item())
     affine = measure_routing(model, _data(5, 10), quantize_levels=11)
     assert extras["affine_accuracy"] == affine.accuracy and len(extras["affine_correct"]) == 5
+    # the couplings to the predicted class, counted in 200 bins of [0, 1]: by hand with numpy
+    plain = measure_routing(model, test)
+    couplings = np.array([plain.couplings[b, :, plain.predictions[b]].tolist() for b in range(10)]).ravel()
+    assert extras["coupling_counts"] == np.histogram(couplings, bins=200, range=(0, 1))[0].tolist()
 
 
 def test_measure_routing_under_quantised_inference_is_the_model_run_quantised():
@@ -394,7 +400,16 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
     records = rem_claim_records(runs)
     rows = rem_verdicts(runs)
     assert {r.claim.a.rsplit(", ", 1)[1] for r in rows} == {"fashion", "mnist", "expanded"}
-    assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, [r.claim for r in rows])
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, [r.claim for r in rows],
+                                                               setting={"cluttered_images": (False, "")})
+    by_question = {r.claim.question: r.verdict for r in rows}
+    for name in ("MNIST", "Fashion-MNIST"):                   # saliency: both reasons, the premise and the null
+        why = by_question[f"{name}: is a larger share of REM's eq. 16 saliency on the object's pixels than of "
+                          f"Q's?"].reason
+        assert why.startswith("premise absent") and "neither network clears the shuffled-pair maps' share" in why
+    assert by_question["MNIST: does REM have fewer parse trees (keys) per class than Q?"].outcome == "not testable"
+    affine = by_question["trained on expanded MNIST: is REM's entropy on the affine test digits lower than Q's?"]
+    assert affine.tested                                      # Table 2's entropy is affNIST's: not saturated there
 
 
 # ------------------------------------------------------------------ a run cut and resumed (checkpoint=)

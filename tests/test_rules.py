@@ -246,3 +246,23 @@ def test_clears_reads_the_informative_side_and_the_log_scale():
 def test_inputs_are_checked(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_the_summary_table_gives_each_row_its_numbers_verdict_and_what_would_decide_it():
+    from capsule_lab.evidence.claims import summary_table
+    records = pair(0.99, 0.95) + [net("C", s, 0.99 + 0.001 * (s % 2)) for s in SEEDS]
+    collapsed = [net("D", s, 0.1, train=(0.1, 0.1)) for s in SEEDS]
+    claims = [claim(), Claim(**{**claim().__dict__, "b": "C", "question": "A > C?"}),
+              Claim(**{**claim().__dict__, "b": "D", "question": "A > D?"})]
+    rows = claim_verdicts(records + collapsed, claims)
+    table = summary_table(rows, records + collapsed, "three rows")
+    text = str(table)
+    lines = [line for line in text.splitlines() if line.startswith("our question")]
+    assert len(lines) == 3
+    assert "A 99.00 %, B 95.00 %" in lines[0] and "| supported" in lines[0]
+    assert "A 99.00 %, B 99.04 %" in lines[1]
+    undecided = rows[1].verdict
+    assert undecided.outcome == "undecided" and f"about {undecided.seeds_needed} seeds" in lines[1]
+    assert "not testable" in lines[2] and "D collapsed (seeds 0, 1, 2, 3, 4" in lines[2]
+    with pytest.raises(ValueError, match="rows must be a list of ClaimRow"):
+        summary_table([1], records, "x")

@@ -39,12 +39,13 @@ from typing import NamedTuple, Optional
 
 from .._checks import check_one_of
 from . import rules, stats
+from .tables import MISSING, Table
 from .rules import CONVERGENCE, Null, Premise
 
 __all__ = ["Measure", "MEASURES", "ACCURACY_MARGIN", "AFFINE_MARGIN", "ENTROPY_MARGIN", "TIME_MARGIN", "SHARE_MARGIN",
            "DEAD_MARGIN", "SALIENCY_MARGIN", "KEYS_MARGIN", "COUPLING_MARGIN", "CEILING_BITS", "CONVERGENCE",
            "CLASSES", "Claim", "ClaimRow", "claim_verdicts", "advantage", "signed", "margin_text", "describe",
-           "convergence"]
+           "summary_table", "convergence"]
 
 
 class Measure(NamedTuple):
@@ -84,7 +85,8 @@ CLASSES = 10
 #: share of the most active primary capsules whose mean activity is neither high nor low (chapter 06, Figure 4);
 #: ``dead_rate`` the share of a layer's (or the hidden layers') capsules that are dead (chapter 04); ``on_object`` the
 #: share of a saliency map's mass on the object's pixels (chapter 05); ``coupling`` a group of capsules' mean
-#: coupling coefficient to the right class (chapter 06, Figure 1). The nulls: entropy's ceiling (every image its own
+#: coupling coefficient to the right class (chapter 06, Figure 1); ``affine_entropy`` the parse-tree entropy on the
+#: affine test digits (chapter 05, the REM paper's Table 2 on affNIST). The nulls: entropy's ceiling (every image its own
 #: parse tree), the images per class for the keys, the shuffled-pair maps for saliency, uniform couplings 1/J, a flat
 #: activity profile for the middle share.
 MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
@@ -93,6 +95,9 @@ MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "entropy": Measure(True, False, ENTROPY_MARGIN, "bits",
                                Null("entropy_ceiling", "its ceiling (every image its own parse tree)", "below",
                                     CEILING_BITS)),
+            "affine_entropy": Measure(True, False, ENTROPY_MARGIN, "bits",
+                                      Null("affine_entropy_ceiling", "its ceiling on the affine test digits (every "
+                                           "image its own parse tree)", "below", CEILING_BITS)),
             "train_step_ms": Measure(True, True, TIME_MARGIN, "times"),
             "keys": Measure(True, True, KEYS_MARGIN, "ratio",
                             Null("keys_null", "the images per class (every image its own key)", "below", KEYS_MARGIN,
@@ -326,7 +331,8 @@ def claim_verdicts(records: list, claims, alpha: float = 0.05, ceiling: float | 
 def advantage(claim: Claim, value: float) -> str:
     """A claim's estimate (A's advantage over B, positive = A better: :func:`~capsule_lab.evidence.stats.compare`) in
     the claim's units: points of accuracy, bits of entropy, how many times as fast for a step's time, how many times
-    fewer parse trees, a share of capsules. Chapters 04–08."""
+    fewer parse trees; a share or a coupling signed, with which way A lies ("−0.263 (A 0.263 higher)" where lower
+    is better). Chapters 04–08."""
     unit = MEASURES[claim.measure].unit
     lower = MEASURES[claim.measure].lower_is_better
     if unit == "points":
@@ -338,7 +344,7 @@ def advantage(claim: Claim, value: float) -> str:
     if unit == "ratio":
         return f"{math.exp(value):.2f}× fewer"
     better, worse = ("lower", "higher") if lower else ("higher", "lower")
-    return f"{abs(value):.3f} {better if value >= 0 else worse}"
+    return f"{value:+.3f} (A {abs(value):.3f} {better if value >= 0 else worse})"
 
 
 def signed(claim: Claim, value: float) -> str:
@@ -418,6 +424,44 @@ def describe(row: ClaimRow) -> str:
         lines.append(f"     images: {m.a_only} right for A only, {m.b_only} for B only; pooled McNemar over "
                      f"{m.strata} seed{'s' if m.strata != 1 else ''}{out}: p = {p}")
     return "\n".join([head] + lines)
+
+
+def _mean_of(records: list, name: str, measure: str) -> float | None:
+    values = [r[measure] for r in records if r["router"] == name and "timed_steps" not in r
+              and r.get(measure) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def summary_table(rows: list, records: list, caption: str) -> Table:
+    """A verdict table in short, one line per claim: its source, our question, our numbers (A and B, the mean over
+    the seeds the test read, in the measure's units), the paper's setting and numbers, the verdict, and what would
+    decide it (the seeds an undecided row needs, the reason a row is not testable). ``rows`` are
+    :func:`claim_verdicts`' rows on ``records``. Chapters 05–06."""
+    if not isinstance(rows, list) or not all(isinstance(r, ClaimRow) for r in rows):
+        raise ValueError("rows must be a list of ClaimRow (from claim_verdicts)")
+    out = []
+    for row in rows:
+        claim, v = row.claim, row.verdict
+        unit = MEASURES[claim.measure].unit
+        a, b = (_mean_of(records, name, claim.measure) for name in (claim.a, claim.b))
+
+        def shown(x):
+            if x is None:
+                return MISSING
+            if unit == "points":
+                return f"{100 * x:.2f} %"
+            return f"{x:.2f} bits" if unit == "bits" else f"{x:.3g}"
+
+        if v.outcome == "undecided":
+            decide = (f"about {v.seeds_needed} seeds" if v.seeds_needed is not None else "more than 10,000 seeds")
+        elif v.outcome == "not testable":
+            decide = v.reason
+        else:
+            decide = MISSING
+        out.append([claim.source, claim.question, f"A {shown(a)}, B {shown(b)}", claim.paper_setting,
+                    v.outcome, decide])
+    return Table(["source", "question (A against B)", "ours (mean over seeds)", "the paper's", "verdict",
+                  "what would decide it"], out, caption=caption)
 
 
 def convergence(records: list) -> dict:

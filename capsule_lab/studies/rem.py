@@ -47,7 +47,8 @@ from .common import shipped_results
 
 __all__ = ["RoutingMeasure", "Step", "RemRun", "rem_study_data", "rem_affine_data", "measure_routing",
            "lowest_loss_step", "run_rem", "rem_checkpoints", "model_at", "accuracy_by_levels", "lowest_levels", "entropy_at_accuracy",
-           "step_record", "run_record", "zero_transform_share", "model_extras", "shipped_rem_runs", "RemSettings",
+           "step_record", "run_record", "zero_transform_share", "COUPLING_BINS", "model_extras", "shipped_rem_runs",
+           "RemSettings",
            "SETTINGS"]
 
 
@@ -552,13 +553,19 @@ def zero_transform_share(model: CapsNet) -> float:
     return (w == 0).flatten(2).all(dim=2).float().mean().item()
 
 
+#: The bins of [0, 1] that :func:`model_extras` counts a model's couplings to the predicted class in.
+COUPLING_BINS = 200
+
+
 def model_extras(model: CapsNet, test: Dataset, levels=(2, 3, 4, 5, 6, 7, 9, 11, 16, 21, 51, 101),
                  saliency_images: int = 1000, affine: Optional[Dataset] = None, device=None) -> dict:
     """What the chapter measures on a chosen model beyond its step: ``levels_sweep`` (``{K: {"accuracy", "entropy",
     "entropy_ceiling", "keys"}}`` under quantised inference with each K: the paper's Fig. 7), ``on_object`` and
     ``on_object_shuffled`` (the mean share of the eq. 16 saliency map on the object's pixels, over the first
     ``saliency_images`` test images, and the same maps on the next image's object: the baseline;
-    :func:`capsule_lab.measures.saliency.saliency_on_object`), ``zero_transforms`` (:func:`zero_transform_share`) and,
+    :func:`capsule_lab.measures.saliency.saliency_on_object`), ``zero_transforms`` (:func:`zero_transform_share`),
+    ``coupling_counts`` (every test image's couplings to its predicted class, unquantised, counted in
+    :data:`COUPLING_BINS` equal bins of [0, 1]: how far routing moved them from 1/J) and,
     with an ``affine`` test set, ``affine_accuracy`` (quantised inference at K = 11), ``affine_entropy``, its
     ``affine_entropy_ceiling`` and ``affine_correct`` (the paper's Table 2). Chapter 05."""
     from ..measures.saliency import coupling_saliency_maps, saliency_on_object
@@ -571,9 +578,12 @@ def model_extras(model: CapsNet, test: Dataset, levels=(2, 3, 4, 5, 6, 7, 9, 11,
     maps, _ = coupling_saliency_maps(model.cpu(), images)
     on, shuffled = saliency_on_object(maps, images), saliency_on_object(maps, images.roll(1, dims=0))
     kept = ~(on.isnan() | shuffled.isnan())
+    plain = measure_routing(model, test, device=device)
+    to_predicted = plain.couplings[torch.arange(len(plain.predictions)), :, plain.predictions].flatten()
     extras = {"levels_sweep": sweep, "on_object": on[kept].mean().item(),
               "on_object_shuffled": shuffled[kept].mean().item(), "on_object_images": int(kept.sum()),
-              "zero_transforms": zero_transform_share(model)}
+              "zero_transforms": zero_transform_share(model),
+              "coupling_counts": torch.histc(to_predicted.double(), bins=COUPLING_BINS, min=0, max=1).long().tolist()}
     if affine is not None:
         m = measure_routing(model, affine, device=device, quantize_levels=11)
         extras.update(affine_accuracy=m.accuracy, affine_entropy=m.entropy(11),
