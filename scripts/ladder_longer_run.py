@@ -7,9 +7,11 @@ with the learning rate decayed by 0.8 per epoch (the quick profile decays by 0.9
 meet the course's convergence criterion within 15 epochs), and tests on all 2k offline test digits, clean and affine.
 For every seed it writes, per network: the accuracies and which test images it got right, parameters, seconds,
 per-epoch training loss and accuracy, the activity profile of the primary capsules on the training images of digit
-0 (the paper's Figure 4), the median of 10 timed training steps on 100 of the training digits (Table 3) with the
-device and thread count, and for each CapsNet the lengths and couplings of its 100 most active primary capsules
-averaged over the clean test images of digit 0 (Figure 1). The report is ``capsule_lab/results/ladder_runs.json``;
+0 (the paper's Figure 4) and, image by image, where the activity falls below one half and how many capsules are
+middling (:func:`capsule_lab.measures.activity.activity_drop`), the median of 10 timed training steps on 100 of the
+training digits (Table 3) with the device and thread count, and for each CapsNet the lengths and couplings of its 100
+most active primary capsules averaged over the clean test images of digit 0 (Figure 1). The report is
+``capsule_lab/results/ladder_runs.json``;
 chapter 06 reads it with :func:`capsule_lab.studies.ladder.shipped_ladder_runs`.
 
     # the shipped run, on two cores: parts side by side, two at a time, then merged (see the provenance)
@@ -34,7 +36,8 @@ for path in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(path))
 
 from capsule_lab.measures.cost import training_step_seconds
-from capsule_lab.studies.ladder import activity_profiles, coupling_profile, ladder_study_data, run_ladder_study
+from capsule_lab.studies.ladder import (activity_drops, activity_profiles, coupling_profile, ladder_study_data,
+                                       run_ladder_study)
 from capsule_lab.course.profiles import chapter_settings, seed_everything
 from longer_run import merge_reports, parse_arguments, write_report  # noqa: E402
 
@@ -64,6 +67,7 @@ def main(argv=None) -> None:
         seed_everything(seed)
         networks = run_ladder_study(settings, data, seed=seed)
         profiles = activity_profiles(networks, train, settings.profile_digit, settings.profile_top)
+        drops = activity_drops(networks, train, settings.profile_digit)
         for name, net in networks.items():
             timing = training_step_seconds(net.model(), step_images, step_labels, repeats=STEP_REPEATS)
             run = {"clean_accuracy": net.clean_accuracy, "affine_accuracy": net.affine_accuracy,
@@ -71,6 +75,7 @@ def main(argv=None) -> None:
                    "parameters": net.parameters, "seconds": net.seconds, "train_loss": net.history.train_loss,
                    "train_accuracy": net.history.train_accuracy,
                    "activity_profile": [round(float(a), 5) for a in profiles[name]],
+                   "drop_rank": drops[name]["drop_rank"].tolist(), "middling": drops[name]["middling"].tolist(),
                    "step_seconds": timing["median_s"], "device": timing["device"], "threads": timing["threads"]}
             if not net.is_ladder:
                 lengths, couplings = coupling_profile(net.model(), zeros, settings.profile_digit, settings.coupling_top)

@@ -15,9 +15,13 @@ epoch's numbers) with :func:`capsule_lab.studies.rem.model_extras` (accuracy and
 object and its shuffled baseline, emptied W_ij, affine accuracy) to ``--out`` with its provenance. Chapter 05
 reads it with :func:`capsule_lab.studies.rem.shipped_rem_runs`.
 
-    python scripts/rem_longer_run.py --datasets fashion --seeds 0 1 2 --threads 1 \
-        --out capsule_lab/results/rem_runs_fashion.json             # 57 min
-    python scripts/rem_longer_run.py --datasets mnist expanded --seeds 0 1 2 --threads 1   # rem_runs.json: 58 min
+    # the shipped runs: seeds 0-2, then seeds 3 and 4 in another session, merged (see each file's provenance)
+    python scripts/rem_longer_run.py --datasets fashion --seeds 0 1 2 --threads 1 --out /tmp/f012.json   # 57 min
+    python scripts/rem_longer_run.py --datasets fashion --seeds 3 4 --threads 1 --out /tmp/f34.json
+    python scripts/rem_longer_run.py --merge /tmp/f012.json /tmp/f34.json --out capsule_lab/results/rem_runs_fashion.json
+    python scripts/rem_longer_run.py --datasets mnist expanded --seeds 0 1 2 --threads 1 --out /tmp/m012.json  # 58 min
+    python scripts/rem_longer_run.py --datasets mnist expanded --seeds 3 4 --threads 1 --out /tmp/m34.json
+    python scripts/rem_longer_run.py --merge /tmp/m012.json /tmp/m34.json               # rem_runs.json
     python scripts/rem_longer_run.py --quick --out /tmp/x.json    # a smoke test in seconds
     python scripts/rem_longer_run.py --merge a.json b.json --out c.json   # parts that differ only in their seeds
 """
@@ -63,18 +67,39 @@ def merge_reports(paths: list, out: Path) -> None:
     seeds added later) into one at ``out``: every run, sorted by dataset and seed; a provenance whose ``command``
     joins each part's (" && "), ``seeds`` the union, ``seconds`` the sum and ``parts`` each part's seconds; each
     dataset's settings with the union of the seeds. The settings (but the seeds), torch, machine and threads must
-    agree, and no (dataset, seed) may appear twice."""
+    agree, and no (dataset, seed) may appear twice. A setting that only some parts record (a field the settings
+    gained between the parts, such as a router option dynamic routing does not read) does not refuse the merge: the
+    merged settings hold it, and ``provenance["settings_only_in_some_parts"]`` lists it with the parts that have it."""
     reports = [json.loads(Path(p).read_text()) for p in paths]
     if len(reports) < 2:
         raise SystemExit("--merge needs two or more reports")
 
-    def without_seeds(report):
-        return {d: {k: v for k, v in s.items() if k != "seeds"} for d, s in report["provenance"]["settings"].items()}
+    def flat(tree, prefix=""):                   # {"dataset/field/...": value}
+        items = {}
+        for key, value in tree.items():
+            path = f"{prefix}/{key}" if prefix else key
+            items.update(flat(value, path) if isinstance(value, dict) and value else {path: value})
+        return items
+
+    datasets = [set(r["provenance"]["settings"]) for r in reports]
+    parts = [{k: v for k, v in flat(r["provenance"]["settings"]).items() if k.split("/", 1)[1] != "seeds"}
+             for r in reports]
+    shared = set.intersection(*(set(p) for p in parts))
+    clashes = sorted(k for k in shared if any(p[k] != parts[0][k] for p in parts[1:]))
+    if clashes or any(d != datasets[0] for d in datasets):
+        raise SystemExit("the reports differ in their settings (besides the seeds): they are not parts of one run"
+                         + (f" ({', '.join(clashes)})" if clashes else ""))
+    some = {k: [i for i, p in enumerate(parts) if k in p] for p in parts for k in set(p) - shared}
+
+    def union(trees):
+        merged = {}
+        for tree in trees:
+            for key, value in tree.items():
+                merged[key] = union([merged[key], value]) if isinstance(value, dict) and key in merged else value
+        return merged
 
     first = reports[0]["provenance"]
     for other in reports[1:]:
-        if without_seeds(other) != without_seeds(reports[0]):
-            raise SystemExit("the reports differ in their settings (besides the seeds): they are not parts of one run")
         for key in ("torch", "machine", "threads"):
             if other["provenance"][key] != first[key]:
                 raise SystemExit(f"the reports differ in {key}: they are not parts of one run")
@@ -87,11 +112,16 @@ def merge_reports(paths: list, out: Path) -> None:
     runs.sort(key=lambda run: (order.index(run["dataset"]), run["seed"]))
     seeds = sorted({s for report in reports for s in report["provenance"]["seeds"]})
     settings = {d: {**s, "seeds": sorted({x for r in reports for x in r["provenance"]["settings"][d]["seeds"]})}
-                for d, s in first["settings"].items()}
-    parts = [r["provenance"]["seconds"] for r in reports]
+                for d, s in union([r["provenance"]["settings"] for r in reports]).items()}
+    seconds = [r["provenance"]["seconds"] for r in reports]
     provenance = dict(first, command=" && ".join(r["provenance"]["command"] for r in reports), seeds=seeds,
-                      settings=settings, seconds=round(sum(parts), 1), parts=parts,
+                      settings=settings, seconds=round(sum(seconds), 1), parts=seconds,
                       date=max(r["provenance"]["date"] for r in reports))
+    if some:
+        provenance["settings_only_in_some_parts"] = {
+            k: f"part{'s' if len(v) > 1 else ''} {', '.join(str(i + 1) for i in v)} of {len(parts)}"
+            for k, v in sorted(some.items())}
+        print(f"settings only some parts record (kept, listed in the provenance): {', '.join(sorted(some))}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"provenance": provenance, "runs": runs}, indent=1) + "\n")
     print(f"wrote {out}")

@@ -228,6 +228,25 @@ def test_middle_share_by_hand():
         middle_share([0.5], low=0.9, high=0.1)
 
 
+def test_activity_drop_by_hand_and_against_a_loop():
+    from capsule_lab.measures.activity import activity_drop
+    # three images of four capsules, lengths set by hand: a clean split after rank 2, a slow fall, all on
+    lengths = torch.tensor([[0.99, 0.95, 0.02, 0.01], [0.8, 0.6, 0.4, 0.2], [0.97, 0.96, 0.95, 0.99]])
+    u = torch.stack([lengths, torch.zeros_like(lengths)], dim=-1)       # (3, 4, 2): length = the first coordinate
+    drop = activity_drop(u)
+    assert drop["drop_rank"].tolist() == [2, 2, 4]         # the last image never falls below 0.5: n, no split
+    assert drop["middling"].tolist() == [0, 4, 0]          # the slow fall is all middling; on/off has none
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(5, 30, 8, generator=g) * 0.2
+    drop = activity_drop(u, low=0.2, high=0.7, threshold=0.45)
+    for b in range(5):                                     # a loop over each image's sorted lengths
+        sorted_lengths = sorted((float(torch.linalg.vector_norm(c)) for c in u[b]), reverse=True)
+        assert drop["drop_rank"][b] == next((r for r, a in enumerate(sorted_lengths) if a < 0.45), 30)
+        assert drop["middling"][b] == sum(0.2 < a < 0.7 for a in sorted_lengths)
+    with pytest.raises(ValueError, match="0 <= low < threshold < high <= 1"):
+        activity_drop(u, low=0.5, threshold=0.4)
+
+
 def test_claim_records_are_the_shipped_runs_numbers():
     import numpy as np
     from capsule_lab.studies.ladder import ladder_claim_records

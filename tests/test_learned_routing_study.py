@@ -60,6 +60,29 @@ def test_every_router_starts_from_the_same_backbone():
     assert {name: net.digits.vote_form for name, net in nets.items()} == VOTES       # Faria's routers: eq. 1 votes
 
 
+def test_dynamic_routing_on_normalised_votes_is_an_arm_of_the_study():
+    from capsule_lab.studies.learned_routing import DYNAMIC_NORMALIZED, with_normalized_dynamic
+    s = with_normalized_dynamic(chapter_settings("07", "quick"))
+    assert s.routers == ("dynamic", "similarity", "connectionist", DYNAMIC_NORMALIZED)
+    assert with_normalized_dynamic(s) == s                                 # adding it twice adds it once
+    arm, plain = build_model(DYNAMIC_NORMALIZED, s, seed=2), build_model("dynamic", s, seed=2)
+    assert isinstance(arm.router, DynamicRouter) and arm.router.iterations == 3
+    assert arm.digits.vote_form == "normalized" and plain.digits.vote_form == "plain"
+    for key, value in plain.state_dict().items():                          # the same start, weight for weight
+        assert torch.equal(arm.state_dict()[key], value), key
+    # by hand: Sabour's plain votes with every W_ij divided by its Frobenius norm (+ 1e-6) are Faria's eq. 1
+    with torch.no_grad():
+        w = plain.digits.weight
+        norms = torch.sqrt((w ** 2).sum(dim=(-2, -1), keepdim=True))
+        plain.digits.weight.copy_(w / (norms + 1e-6))
+    x = torch.rand(4, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(arm.eval()(x).scores, plain.eval()(x).scores, atol=1e-6)
+    with pytest.raises(ValueError, match="needs Sabour's CapsNet"):
+        with_normalized_dynamic(chapter_settings("07", "full"))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        study_routers(DYNAMIC_NORMALIZED, chapter_settings("07", "quick"))   # not an arm of these settings
+
+
 def test_the_papers_network_gets_table_2s_routers_and_shares_its_backbone():
     s = replace(chapter_settings("07", "full"), capsnet=ConvCapsNetConfig.slim())
     sim, lstm = study_routers("similarity", s), study_routers("connectionist", s)

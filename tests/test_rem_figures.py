@@ -453,6 +453,30 @@ def test_coupling_histogram_figure_draws_the_couplings_and_the_edges_it_names():
         coupling_histogram_figure(couplings, levels=(3, 5, 7, 9))
 
 
+def test_coupling_histogram_figure_from_counts_matches_the_couplings_it_counted():
+    rng = np.random.default_rng(0)
+    raw = {("fashion", "Q"): rng.beta(2, 14, 5000), ("fashion", "REM"): rng.beta(1, 3, 5000)}
+    counts = {key: np.histogram(a, bins=200, range=(0, 1))[0] for key, a in raw.items()}
+    fig = coupling_histogram_figure(counts, levels=(11,), upper=1.0, counted=True, title="the longer run")
+    (ax,) = fig.axes
+    heights = [p.get_path().vertices[:, 1].max() for p in ax.patches]       # each bin's share of the pairs
+    assert heights == pytest.approx([counts["fashion", "Q"].max() / 5000, counts["fashion", "REM"].max() / 5000])
+    assert ax.get_ylabel() == "share of capsule–image pairs" and ax.get_title() == "fashion"
+    alt, caption = words(fig)
+    for key, a in raw.items():                   # the band, read to a bin's width (0.005), holds the raw quantiles
+        low, high = np.quantile(a, [0.01, 0.99])
+        said = alt.split(f"for fashion {key[1]}")[0].rsplit("[", 1)[1].rstrip("] ").split(", ")
+        assert float(said[0]) <= low < float(said[0]) + 0.005 + 1e-9
+        assert float(said[1]) - 0.005 - 1e-9 <= high <= float(said[1])
+    assert caption == "the longer run"
+    one = np.zeros(200)
+    one[20] = 7                                  # every coupling in [0.100, 0.105)
+    alt, _ = words(coupling_histogram_figure({("a", "Q"): one}, levels=(11,), upper=0.5, counted=True))
+    assert "[0.100, 0.105] for a Q" in alt
+    with pytest.raises(ValueError, match=r"must be non-negative counts in equal bins of \[0, 1\], not all zero"):
+        coupling_histogram_figure({("a", "Q"): np.zeros(200)}, counted=True)
+
+
 def test_parse_tree_graph_figure_description_names_the_strongest_capsule():
     c = torch.full((6, 18, J), 0.05)
     c[:, 4, 0] = 1.0                                                   # capsule 4: row 0, column 2, type 0

@@ -53,3 +53,26 @@ def test_parts_of_different_runs_are_refused(tmp_path):
     b.write_text(json.dumps(report((0,), 1.0, "b")))
     with pytest.raises(SystemExit, match=r"runs in two reports: \[\('fashion', 0\)\]"):
         script().merge_reports([a, b], tmp_path / "out.json")
+
+
+def test_a_setting_only_some_parts_record_is_kept_and_listed(tmp_path):
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "out.json"
+    old = report((0, 1, 2), 3000.0, "first")
+    new = report((3, 4), 2000.0, "second")
+    new["provenance"]["settings"]["fashion"]["router"] = {"iterations": 3, "options": []}   # a field added since
+    old["provenance"]["settings"]["fashion"]["router"] = {"iterations": 3}
+    a.write_text(json.dumps(old))
+    b.write_text(json.dumps(new))
+    script().merge_reports([a, b], out)
+    p = json.loads(out.read_text())["provenance"]
+    assert p["settings"]["fashion"] == {"epochs": 24, "seeds": [0, 1, 2, 3, 4], "router": {"iterations": 3,
+                                                                                           "options": []}}
+    assert p["settings_only_in_some_parts"] == {"fashion/router/options": "part 2 of 2"}
+    new["provenance"]["settings"]["fashion"]["router"]["iterations"] = 2                   # a value that differs
+    b.write_text(json.dumps(new))
+    with pytest.raises(SystemExit, match=r"differ in their settings \(besides the seeds\): .* \(fashion/router/it"):
+        script().merge_reports([a, b], out)
+    other = report((3,), 1.0, "b", datasets=("fashion", "mnist"))
+    b.write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="differ in their settings"):
+        script().merge_reports([a, b], out)

@@ -380,8 +380,11 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
     from capsule_lab.studies.rem import shipped_rem_runs
     runs = shipped_rem_runs("rem_runs_fashion.json")["runs"] + shipped_rem_runs("rem_runs.json")["runs"]
     assert sorted((r["dataset"], r["seed"]) for r in runs) == sorted(
-        (d, s) for d in ("fashion", "mnist", "expanded") for s in (0, 1, 2))
+        (d, s) for d in ("fashion", "mnist", "expanded") for s in (0, 1, 2, 3, 4))
     tests = {"fashion": 10000, "mnist": 2000, "expanded": 2000}
+    quick = chapter_settings("05", "quick").capsnet                      # one coupling per primary capsule and image
+    capsules = {"fashion": quick.primary_caps, "mnist": quick.primary_caps,
+                "expanded": replace(quick, image_size=40).primary_caps}
     for r in runs:
         dense, pruned = r["dense"], r["pruned"]
         assert [s["epoch"] for s in dense] == [s["epoch"] for s in pruned] == list(range(1, 25))
@@ -397,6 +400,9 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
             assert model["entropy"] <= model["entropy_ceiling"] + 1e-9
             assert 0 <= model["on_object"] <= 1 and 0 <= model["on_object_shuffled"] <= 1
             assert ("affine_accuracy" in model) == (r["dataset"] == "expanded")
+            if r["seed"] >= 3:                    # seeds 3 and 4 also counted the couplings (for the histogram)
+                counts = model["coupling_counts"]
+                assert len(counts) == 200 and sum(counts) == tests[r["dataset"]] * capsules[r["dataset"]]
     records = rem_claim_records(runs)
     rows = rem_verdicts(runs)
     assert {r.claim.a.rsplit(", ", 1)[1] for r in rows} == {"fashion", "mnist", "expanded"}

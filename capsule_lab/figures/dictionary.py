@@ -262,8 +262,16 @@ def _bin_edges(levels: int, upper: float) -> list[float]:
     return [e for e in ((m + 0.5) / (levels - 1) for m in range(levels - 1)) if e < upper]
 
 
+def _counted_quantiles(counts: np.ndarray, shares) -> list[float]:
+    """Quantiles of values counted in equal bins of [0, 1], to a bin's width: for a share below one half the lower
+    edge of the bin the share falls in, above it the upper edge (so the band they span holds at least that mass)."""
+    cumulative = np.cumsum(counts) / counts.sum()
+    width = 1 / counts.size
+    return [float(np.searchsorted(cumulative, q) + (q > 0.5)) * width for q in shares]
+
+
 def coupling_histogram_figure(couplings: dict, levels=(9, 11), upper: float = 0.3, bins: int = 60,
-                              title: str | None = None) -> Figure:
+                              title: str | None = None, counted: bool = False) -> Figure:
     """Histograms of couplings with the quantisation's bin edges over them: where do the edges of K levels fall
     in the band the couplings lie in? ``couplings = {(panel, model): 1-D couplings}`` (e.g. every test image's
     couplings to its predicted class, ``{("mnist", "Q"): ..., ("mnist", "REM"): ...}``): one panel per panel
@@ -271,7 +279,10 @@ def coupling_histogram_figure(couplings: dict, levels=(9, 11), upper: float = 0.
     course's series k (colour and line style); the edges ``(m + ½) / (K − 1)`` of each K of ``levels`` (at most
     3) as grey lines, dotted, dash-dotted, dashed. The figure carries alt text written from the couplings (the
     band from the 1st to the 99th percentile of each model's, which edges fall inside the widest band) and
-    ``title`` (drawn above the panels) as its caption. Chapter 05."""
+    ``title`` (drawn above the panels) as its caption. With ``counted=True`` each value is not couplings but their
+    counts in equal bins of [0, 1] (``model_extras``'s ``coupling_counts``, summed over seeds): the histogram keeps
+    those bins (``bins`` is unused) and draws each bin's share of the pairs (test sets of different sizes side by
+    side), and the percentiles are read to a bin's width. Chapter 05."""
     if not isinstance(couplings, dict) or not couplings or not all(
             isinstance(key, tuple) and len(key) == 2 for key in couplings):
         raise ValueError("couplings must be a non-empty dict {(panel, model): 1-D couplings}, "
@@ -285,7 +296,10 @@ def coupling_histogram_figure(couplings: dict, levels=(9, 11), upper: float = 0.
     values = {}
     for key, c in couplings.items():
         a = to_numpy(c, f"couplings[{key!r}]")
-        if a.ndim != 1 or a.size == 0 or a.min() < 0 or a.max() > 1:
+        if counted and (a.ndim != 1 or a.size == 0 or a.min() < 0 or a.sum() == 0):
+            raise ValueError(f"couplings[{key!r}] must be non-negative counts in equal bins of [0, 1], not all zero, "
+                             f"got shape {a.shape}")
+        if not counted and (a.ndim != 1 or a.size == 0 or a.min() < 0 or a.max() > 1):
             raise ValueError(f"couplings[{key!r}] must be a non-empty 1-D array of couplings in [0, 1], "
                              f"got shape {a.shape}")
         values[key] = a
@@ -300,19 +314,28 @@ def coupling_histogram_figure(couplings: dict, levels=(9, 11), upper: float = 0.
         for k, model in enumerate(models):
             if (panel, model) in values:
                 style = series(k)
-                ax.hist(values[panel, model], bins=np.linspace(0, upper, bins + 1), histtype="step", label=model,
+                a = values[panel, model]
+                if counted:                              # the counts' own bins, up to `upper`
+                    edges = np.linspace(0, 1, a.size + 1)
+                    shown = int(np.searchsorted(edges, upper, side="right")) - 1
+                    points, drawn = (edges[:shown] + edges[1:shown + 1]) / 2, edges[:shown + 1]
+                    weights = a[:shown] / a.sum()
+                else:
+                    points, weights, drawn = a, None, np.linspace(0, upper, bins + 1)
+                ax.hist(points, bins=drawn, weights=weights, histtype="step", label=model,
                         color=style["color"], linestyle=style["linestyle"], linewidth=1.4)
         for K, ls in zip(levels, edge_styles):
             for m, edge in enumerate(_bin_edges(K, upper)):
                 ax.axvline(edge, color=REFERENCE_COLOR, linestyle=ls, linewidth=0.9,
                            label=f"bin edges, K = {K}" if m == 0 else None)
-        ax.set_title(f"{panel}: couplings to the predicted class", fontsize=10)
+        ax.set_title(panel, fontsize=10)
         ax.set_xlabel("coupling $c_{ij}$, $j$ = predicted class")
-    axes[0, 0].set_ylabel("capsule–image pairs")
+    axes[0, 0].set_ylabel("share of capsule–image pairs" if counted else "capsule–image pairs")
     axes[0, 0].legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    bands = {key: np.quantile(a, [0.01, 0.99]) for key, a in values.items()}
+    bands = {key: _counted_quantiles(a, (0.01, 0.99)) if counted else np.quantile(a, [0.01, 0.99])
+             for key, a in values.items()}
     low, high = min(b[0] for b in bands.values()), max(b[1] for b in bands.values())
     inside = {K: [e for e in _bin_edges(K, upper) if low < e < high] for K in levels}
     styles = ", ".join(f"{model} {_STYLE_WORDS.get(series(k)['linestyle'], 'patterned')}"

@@ -2,8 +2,10 @@
 
 Taught in chapter 06. :func:`activity_profile` is Figure 4's curve: per image the activities of its most active
 capsules sorted from the largest, averaged over the images; :func:`middle_share` is the share of its ranks neither
-clearly active nor clearly inactive; :func:`most_active_couplings` is Figure 1's measure, the lengths and couplings
-of the most active capsules for one class. They read any network's capsules.
+clearly active nor clearly inactive; :func:`activity_drop` reads the same split image by image (where each image's
+activity falls, and how many of its capsules sit in between), which a mean profile cannot: a network whose every
+capsule stays active has no middling rank and no split; :func:`most_active_couplings` is Figure 1's measure, the
+lengths and couplings of the most active capsules for one class. They read any network's capsules.
 """
 
 from __future__ import annotations
@@ -60,3 +62,24 @@ def middle_share(profile, low: float = 0.1, high: float = 0.9) -> float:
     if not 0 <= low < high <= 1:
         raise ValueError(f"low and high must satisfy 0 <= low < high <= 1, got {low!r} and {high!r}")
     return float(((values > low) & (values < high)).double().mean())
+
+
+def activity_drop(u: torch.Tensor, low: float = 0.1, high: float = 0.9, threshold: float = 0.5) -> dict:
+    """Where each image's capsule activities fall, image by image (the paper's Figure 4, §5.3: "for low K values
+    ... the activity levels are extremely high or low. That is, the active and inactive capsules are distinguished
+    clearly"). u ``(B, n, d)`` → ``{"drop_rank": (B,), "middling": (B,)}``, integer counts per image:
+
+    - ``drop_rank``: how many of its capsules have an activity of at least ``threshold`` — on its activities sorted
+      from the largest, the rank after which they fall below ``threshold`` (``n``: they never do, no split);
+    - ``middling``: how many have an activity strictly between ``low`` and ``high`` — the width, in ranks, of the
+      fall from active to inactive (0: every capsule clearly on or off).
+
+    A clear split at K is ``drop_rank`` near K with few ``middling``; a network whose capsules all stay active has
+    ``middling`` 0 too, but ``drop_rank`` n: read the two together. Chapter 06.
+    """
+    activities = capsule_activity(u.detach())
+    if not 0 <= low < threshold < high <= 1:
+        raise ValueError(f"low, threshold and high must satisfy 0 <= low < threshold < high <= 1, got {low!r}, "
+                         f"{threshold!r} and {high!r}")
+    return {"drop_rank": (activities >= threshold).sum(dim=1),
+            "middling": ((activities > low) & (activities < high)).sum(dim=1)}

@@ -35,14 +35,15 @@ from ..data.expanded import affine_expanded_test_set, expanded_mnist
 from ..data.sources import AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SEED, load_dataset
 from ..evidence.claims import CLASSES, Claim, claim_verdicts
 from ..evidence.stats import correct_string
-from ..measures.activity import activity_profile, middle_share
+from ..measures.activity import activity_drop, activity_profile, middle_share
 from ..models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from ..models.capsnet import BackboneConfig
 from ..training import History, Schedule, fit, outputs
 from .common import rerun, shipped_results
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "matched_class_dim", "train_network", "run_ladder_study",
-           "primary_capsules", "activity_profiles", "coupling_profile", "shipped_ladder_runs", "LADDER_CLAIMS",
+           "primary_capsules", "activity_profiles", "activity_drops", "coupling_profile", "shipped_ladder_runs",
+           "LADDER_CLAIMS",
            "ladder_claim_records", "ladder_verdicts", "LadderSettings", "SETTINGS"]
 
 
@@ -255,6 +256,19 @@ def activity_profiles(networks: dict, data: Dataset, digit: int = 0, top: int = 
     if len(chosen) == 0:
         raise ValueError(f"data holds no image of digit {digit}")
     return {name: activity_profile(primary_capsules(run.model(), chosen), top) for name, run in networks.items()}
+
+
+def activity_drops(networks: dict, data: Dataset, digit: int = 0) -> dict:
+    """Figure 4's split read image by image for every network in ``networks`` (``{name: TrainedNetwork}``), on the
+    images of ``digit`` in ``data``: :func:`capsule_lab.measures.activity.activity_drop` of their primary capsules →
+    ``{name: {"drop_rank": (N,), "middling": (N,)}}``. Chapter 06.
+    """
+    check_class_index(digit, 10, "digit")
+    images, labels = data.tensors
+    chosen = images[labels == digit]
+    if len(chosen) == 0:
+        raise ValueError(f"data holds no image of digit {digit}")
+    return {name: activity_drop(primary_capsules(run.model(), chosen)) for name, run in networks.items()}
 
 
 def coupling_profile(model: CapsNet, images: torch.Tensor, label: int, top: int = 100,

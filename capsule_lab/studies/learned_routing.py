@@ -40,7 +40,7 @@ from .common import same_start, shipped_results
 __all__ = ["ROUTERS", "VOTES", "RouterRun", "routing_study_data", "study_router_spec", "study_routers", "build_model",
            "class_layer_inputs", "measure_couplings", "train_router", "run_routing_study", "shipped_routing_runs",
            "LEARNED_CLAIMS", "learned_claim_records", "learned_verdicts", "LearnedRoutingSettings", "ROUTERS_07",
-           "VOTES_07", "SETTINGS"]
+           "VOTES_07", "DYNAMIC_NORMALIZED", "with_normalized_dynamic", "SETTINGS"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,9 @@ class LearnedRoutingSettings:
     named gets the network's own); ``layer_sizes``: a paper's router sizes per routing layer, ``{option: (layer 0,
     layer 1, …)}`` (:data:`~capsule_lab.models.conv_capsnet.PAPER_SIZES`), applied where a router's kind reads the option
     (:meth:`~capsule_lab.routing.RouterSpec.per_layer`); empty: the settings' ``kernels`` and ``lstm_hidden``
-    everywhere.
+    everywhere. ``arms``: routers of the study that are a registered kind under another name, ``{name: kind}``
+    (:data:`DYNAMIC_NORMALIZED`: dynamic routing on Faria's normalised votes, beside dynamic routing on Sabour's,
+    so that the learned routers can be compared with dynamic routing on the same votes).
     """
 
     capsnet: CapsNetConfig | ConvCapsNetConfig
@@ -77,6 +79,7 @@ class LearnedRoutingSettings:
     step_batches: int = 3
     votes: dict = field(default_factory=dict)
     layer_sizes: dict = field(default_factory=dict)
+    arms: dict = field(default_factory=dict)
 
 
 #: Chapter 07's routers, in the order its study trains and shows them.
@@ -85,6 +88,10 @@ ROUTERS_07 = ("dynamic", "similarity", "connectionist")
 #: normalised votes (eq. 1) for the learned routers (in the paper's network every layer's votes are eq. 1's).
 VOTES_07 = {"dynamic": "plain", "similarity": "normalized", "connectionist": "normalized"}
 
+
+#: The name of the study's arm that runs dynamic routing (r = 3) on Faria's normalised votes, the votes the learned
+#: routers get (``LearnedRoutingSettings.arms``), beside dynamic routing on Sabour's votes.
+DYNAMIC_NORMALIZED = "dynamic, normalised votes"
 
 #: The routers of the study, by name (:data:`capsule_lab.studies.learned_routing.ROUTERS_07`).
 ROUTERS = ROUTERS_07
@@ -122,8 +129,33 @@ def _check_settings(settings) -> LearnedRoutingSettings:
     return settings
 
 
-def _check_router(name) -> str:
+def _check_router(name, settings: LearnedRoutingSettings | None = None) -> str:
+    """``name`` itself where it is a registered kind, else the kind ``settings.arms`` names for it."""
+    arms = settings.arms if settings is not None else {}
+    if isinstance(name, str) and name in arms:
+        router_kind(arms[name])
+        return name
     return router_kind(name).name
+
+
+def _kind(name: str, settings: LearnedRoutingSettings) -> str:
+    return settings.arms.get(name, name)
+
+
+def with_normalized_dynamic(settings: LearnedRoutingSettings) -> LearnedRoutingSettings:
+    """``settings`` with one more router, last, :data:`DYNAMIC_NORMALIZED` (dynamic routing, the settings' r, on
+    Faria's normalised votes): every learned router then has a dynamic-routing partner on its own votes. Sabour's
+    CapsNet only (the paper's network has eq. 1's votes everywhere). Chapter 07.
+    """
+    settings = _check_settings(settings)
+    if not isinstance(settings.capsnet, CapsNetConfig):
+        raise ValueError("with_normalized_dynamic needs Sabour's CapsNet (a CapsNetConfig): the paper's network "
+                         "gives every router eq. 1's normalised votes already")
+    if DYNAMIC_NORMALIZED in settings.routers:
+        return settings
+    return replace(settings, routers=settings.routers + (DYNAMIC_NORMALIZED,),
+                   arms={**settings.arms, DYNAMIC_NORMALIZED: "dynamic"},
+                   votes={**settings.votes, DYNAMIC_NORMALIZED: "normalized"})
 
 
 def routing_study_data(dataset: str, settings: LearnedRoutingSettings, source: str = "offline") -> tuple:
@@ -137,15 +169,17 @@ def routing_study_data(dataset: str, settings: LearnedRoutingSettings, source: s
 
 
 def study_router_spec(name: str, settings: LearnedRoutingSettings):
-    """The router spec(s) for ``name`` under ``settings``: the registered kind ``name`` with the settings' iterations
+    """The router spec(s) for ``name`` under ``settings``: the registered kind ``name`` (or the kind ``settings.arms``
+    names for it) with the settings' iterations
     and the sizes it reads (``kernels`` Gaussian kernels for similarity routing, an LSTM of ``lstm_hidden`` units for
     connectionist routing); with ``settings.layer_sizes`` (the paper's network: Table 2's sizes), one spec per routing
     layer with the paper's sizes (:meth:`~capsule_lab.routing.RouterSpec.per_layer`). Chapter 07.
     """
     settings = _check_settings(settings)
-    read = router_kind(name).options
+    kind = _kind(_check_router(name, settings), settings)
+    read = router_kind(kind).options
     sizes = {k: v for k, v in (("kernels", settings.kernels), ("lstm_hidden", settings.lstm_hidden)) if k in read}
-    spec = RouterSpec(name, settings.iterations, **sizes)
+    spec = RouterSpec(kind, settings.iterations, **sizes)
     return spec.per_layer(settings.layer_sizes) if settings.layer_sizes else spec
 
 
@@ -212,7 +246,8 @@ def train_router(name: str, dataset: str, settings: LearnedRoutingSettings, data
     ``checkpoint``: a file :func:`~capsule_lab.training.fit` saves the run to after every epoch and resumes it from
     (a finished run loads instead of training). Chapter 07.
     """
-    settings, name = _check_settings(settings), _check_router(name)
+    settings = _check_settings(settings)
+    name = _check_router(name, settings)
     if not isinstance(data, tuple) or len(data) != 2:
         raise ValueError("data must be the (train, test) tuple of routing_study_data")
     train, test = data
