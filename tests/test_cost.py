@@ -228,11 +228,11 @@ def test_step_breakdown_counts_each_stage_by_hand():
         assert sum(s["share"] for s in stages.values()) == pytest.approx(1)
     ladder = LadderCapsNet(LadderCapsNetConfig.slim(k=5, widths=(6, 4), contribution_widths=(3,), **small))
     stages = cost.step_breakdown(ladder, images, labels, repeats=2)["stages"]
-    assert list(stages) == ["convolutions", "pruning and the weight networks of c", "eqs. 1-4", "loss and Adam"]
+    assert list(stages) == ["convolutions", "pruning and the weight networks of z", "eqs. 1-4", "loss and Adam"]
     # f and f^reg: 72 → 6 → 4 → 5·8·16 per class; p: 72 → 3 → 5; ten classes each
     f = 10 * (72 * 6 + 6 * 4 + 4 * 5 * 8 * 16)
     p = 10 * (72 * 3 + 3 * 5)
-    assert stages["pruning and the weight networks of c"]["forward_mflop"] * 1e6 == pytest.approx(2 * B * (2 * f + p))
+    assert stages["pruning and the weight networks of z"]["forward_mflop"] * 1e6 == pytest.approx(2 * B * (2 * f + p))
     # eq. 1: K·d·D per class for the predictions and K·D for the weighted sum; eq. 2: K·d·D
     assert stages["eqs. 1-4"]["forward_mflop"] * 1e6 == pytest.approx(2 * B * 10 * (2 * 5 * 8 * 16 + 5 * 16))
     with pytest.raises(ValueError, match="must be a capsule_lab.models.CapsuleNetwork"):

@@ -502,8 +502,8 @@ def step_breakdown(model: torch.nn.Module, images: torch.Tensor, labels: torch.T
 
     The forward pass is cut into stages — CapsNet: convolutions, votes, routing (or votes and routing as one stage
     where the layer routes vote-free, :func:`~capsule_lab.routing.vote_free_routing`); L-CapsNet: convolutions,
-    pruning and the weight networks of c, eqs. 1–4 — and each cumulative prefix (the network up to the end of a
-    stage) is timed forward and backward (of the sum of what it returns, so every weight before it gets its
+    pruning and the weight networks of z (the code vector), eqs. 1–4 — and each cumulative prefix (the network up to
+    the end of a stage) is timed forward and backward (of the sum of what it returns, so every weight before it gets its
     gradient, as in a real step); a stage's time is its prefix's median minus the previous prefix's. The last stage,
     "loss and Adam", is the whole training step (:func:`training_step`) minus the longest prefix. Each stage also
     gets its forward FLOPs (:func:`stage_flops`; the loss's are not counted).

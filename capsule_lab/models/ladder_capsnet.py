@@ -194,7 +194,7 @@ class LadderCapsNet(CapsuleNetwork):
         return ParseTrees(code[:, :, None].expand(-1, -1, out.activities.shape[1]), 2, "none")
 
     def stages(self, images: torch.Tensor) -> list:
-        """Convolutions, pruning and the weight networks of c, eqs. 1–4, as cumulative prefixes (see
+        """Convolutions, pruning and the weight networks of z (the code vector), eqs. 1–4, as cumulative prefixes (see
         :meth:`~capsule_lab.models.CapsuleNetwork.stages`)."""
         def convolutions():
             return self.primary(F.relu(self.conv(images)))
@@ -203,7 +203,7 @@ class LadderCapsNet(CapsuleNetwork):
             pruned = self.pruning(convolutions())
             return (pruned.selected, *self.ladder.weights(pruned.code))
 
-        return [("convolutions", convolutions), ("pruning and the weight networks of c", weights),
+        return [("convolutions", convolutions), ("pruning and the weight networks of z", weights),
                 ("eqs. 1-4", lambda: self(images).activities)]
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> LadderCapsNetOutput:

@@ -6,7 +6,7 @@ Taught in chapter 06 (``chapters/06_ladder.ipynb``), after Jeong, Lee and Kim, �
 data with the same schedule (:func:`capsule_lab.training.fit`):
 
 - an L-CapsNet (:class:`~capsule_lab.models.LadderCapsNet`) for every K in ``settings.ks``, with the loss
-  margin(d) + ε ‖c − A‖²;
+  margin(d) + ε ‖z − A‖² (z the code vector, which the layers' module writes c);
 - a CapsNet (:class:`~capsule_lab.models.CapsNet`) with the same conv and primary capsules, dynamic routing
   (r = 3) to the class capsules and no decoder, with the margin loss;
 - the same CapsNet with as many parameters as the main L-CapsNet (``settings.matched``: its class capsules widened
@@ -307,13 +307,14 @@ def shipped_ladder_runs(name: str = "ladder_runs.json") -> dict:
     return shipped_results(name)
 
 
-_LADDER_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖c − A‖²) and its parameters, about 3.3× the CapsNet's; the "
+_LADDER_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖z − A‖²) and its parameters, about 3.3× the CapsNet's; the "
                    "same convolution, primary capsules, class-capsule dimension (16), data, schedule and seeds")
-_MATCHED_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖c − A‖²), and the CapsNet's class capsules of dimension 57 "
+_MATCHED_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖z − A‖²), and the CapsNet's class capsules of dimension 57 "
                     "against 16, which give it the L-CapsNet's number of parameters (within 1 %); the same "
                     "convolution, primary capsules, data, schedule and seeds")
-_AFFNIST = ("trained on 60k 40×40 expanded MNIST, tested on affNIST: 12.2–13.2 % error (L-CapsNets) against Sabour's "
-            "CapsNet's 21.0 %")
+_AFFNIST = ("trained on 60k 40×40 expanded MNIST, tested on affNIST: 12.2–13.2 % error (L-CapsNets) against the 21.0 % "
+            "of Sabour's CapsNet as Sabour et al. (2017) report it (not retrained; an early-stopped network: a CapsNet "
+            "trained to convergence reaches 83.14 % on affNIST in the REM paper's Table 2)")
 
 #: Chapter 06's verdict table: the ladder paper's own claims (Jeong et al. 2019), each quoted with its section, tested
 #: on the longer run's records (:func:`ladder_claim_records`) by :func:`ladder_verdicts`.
@@ -350,12 +351,13 @@ LADDER_CLAIMS = (
           _LADDER_DIFFERS + "; timed on 100 of our 40×40 digits on one CPU thread, once per seed"),
     Claim("Jeong et al. 2019", "06", "§5.3, Figure 4",
           "for low K values (i.e., K=50, 70), the activity levels are extremely high or low", True,
-          "300 most active of 4,608 primary capsules, 5,444 training zeros; K = 50 and 70 against K = 100",
+          "28×28 MNIST: the 300 most active of 1,152 primary capsules, 5,444 training zeros; K = 50 and 70 "
+          "against K = 100",
           "does K = 16 leave fewer primary capsules of middling activity (0.1–0.9, among the 150 most active) "
           "than K = 64?", "ladder K=16", "ladder K=64", "middle_share", "better",
           "K alone (the networks of K = 16 and 64 differ in K and in the size of p and the weight networks); "
-          "our K = 16 and 64 are 2.8 % and 11 % of 576 capsules, the paper's 50 and 100 are 1.1 % and 2.2 % of "
-          "4,608"),
+          "our K = 16 and 64 are 2.8 % and 11 % of 576 capsules, the paper's 50 and 100 are 4.3 % and 8.7 % of "
+          "1,152"),
 )
 
 
