@@ -47,7 +47,7 @@ def test_time_routers_gives_records_the_timing_rule_accepts():
     assert timing_problems(records) == []
     with pytest.raises(ValueError, match="steps must be >= 10"):
         time_routers(settings, ("dynamic r=1", "uniform"), seeds=(0,), steps=5, data=data)
-    with pytest.raises(ValueError, match="routers must name two or more"):
+    with pytest.raises(ValueError, match="names must name two or more networks to interleave"):
         time_routers(settings, ("uniform",), seeds=(0,), data=data)
 
 

@@ -247,6 +247,26 @@ def test_activity_drop_by_hand_and_against_a_loop():
         activity_drop(u, low=0.5, threshold=0.4)
 
 
+def test_study_networks_start_as_train_network_starts_them_and_time_by_the_rule():
+    from capsule_lab.evidence.rules import timing_problems
+    from capsule_lab.studies.ladder import study_network, time_ladder_steps
+    settings = chapter_settings("06", "quick")
+    for name, config in (("ladder K=16", settings.ladder_config(16)), ("capsnet matched", settings.matched)):
+        torch.manual_seed(3)
+        by_hand = config.network()                        # what train_network does before it trains
+        built = study_network(name, settings, seed=3)
+        assert all(torch.equal(a, b) for a, b in zip(by_hand.state_dict().values(), built.state_dict().values()))
+    with pytest.raises(ValueError, match="name must be one of"):
+        study_network("capsnet r=5", settings)
+    g = torch.Generator().manual_seed(0)
+    train = torch.utils.data.TensorDataset(torch.rand(120, 1, 40, 40, generator=g), torch.randint(0, 10, (120,)))
+    records = time_ladder_steps(settings, ("ladder K=16", "capsnet r=3"), seeds=(0,), threads=(1,), steps=10,
+                                warmup=1, data=(train, None, None))
+    assert [(r["router"], r["batch"], r["timed_steps"]) for r in records] == [("ladder K=16", 100, 10),
+                                                                             ("capsnet r=3", 100, 10)]
+    assert timing_problems(records) == []
+
+
 def test_claim_records_are_the_shipped_runs_numbers():
     import numpy as np
     from capsule_lab.studies.ladder import ladder_claim_records

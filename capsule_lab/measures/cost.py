@@ -53,7 +53,8 @@ from ..layers.votes import capsule_votes
 from ..routing import dynamic_routing, vote_free_routing
 from ..training import eval_mode, grad_scaler, mixed_precision, train_step
 
-__all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_runs", "time_interleaved", "time_median", "peak_memory", "bench_routing",
+__all__ = ["ROUTING_SHAPES", "routing_flops", "matmul_rate", "time_runs", "time_interleaved", "interleaved_step_records",
+           "time_median", "peak_memory", "bench_routing",
            "training_step", "training_step_seconds", "inference_seconds", "step_models", "bench_steps", "stage_flops",
            "step_breakdown"]
 
@@ -129,6 +130,41 @@ def time_interleaved(fns: dict, repeats: int = 10, warmup: int = 1, sync: Callab
             sync()
             times[name].append(time.perf_counter() - start)
     return {"times": times, "load": (before, load())}
+
+
+def interleaved_step_records(build: Callable[[str, int], torch.nn.Module], names, seeds, threads,
+                             images: torch.Tensor, labels: torch.Tensor, steps: int = 20, warmup: int = 2) -> list:
+    """The timing rule's records for networks compared on a CPU: for each thread count and seed, the networks
+    ``build(name, seed)`` of ``names`` take training steps on one batch ``(images, labels)`` in turn
+    (:func:`time_interleaved`, ``steps`` rounds after ``warmup``), and each gives one record: ``router`` (its name),
+    ``seed``, ``train_step_ms`` (the median), ``step_times_ms``, ``timed_steps``, ``interleaved``, ``load`` (the
+    1-minute load average before and after), ``device``, ``threads`` and ``batch`` — what
+    :func:`capsule_lab.evidence.rules.timing_problems` reads. The thread count is restored after. Chapters 06 and 08."""
+    names, seeds, threads = tuple(names), tuple(seeds), tuple(threads)
+    if len(names) < 2:
+        raise ValueError(f"names must name two or more networks to interleave, got {names!r}")
+    if not seeds or not threads:
+        raise ValueError("seeds and threads must each hold at least one value")
+    for t in threads:
+        check_positive_int(t, "threads")
+    if check_positive_int(steps, "steps") < 10:
+        raise ValueError(f"steps must be >= 10 (the timing rule), got {steps}")
+    before, records = torch.get_num_threads(), []
+    try:
+        for count in threads:
+            torch.set_num_threads(count)
+            for seed in seeds:
+                steps_of = {name: training_step(build(name, seed), images, labels) for name in names}
+                timed = time_interleaved(steps_of, repeats=steps, warmup=warmup)
+                for name in names:
+                    times = [round(1e3 * s, 3) for s in timed["times"][name]]
+                    records.append({"router": name, "seed": seed, "train_step_ms": statistics.median(times),
+                                    "step_times_ms": times, "timed_steps": len(times), "interleaved": True,
+                                    "load": list(timed["load"]), "device": "cpu", "threads": count,
+                                    "batch": int(labels.shape[0])})
+    finally:
+        torch.set_num_threads(before)
+    return records
 
 
 def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1,

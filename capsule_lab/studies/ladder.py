@@ -36,6 +36,7 @@ from ..data.sources import AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SE
 from ..evidence.claims import CLASSES, Claim, claim_verdicts
 from ..evidence.stats import correct_string
 from ..measures.activity import activity_drop, activity_profile, middle_share
+from ..measures.cost import interleaved_step_records
 from ..models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from ..models.capsnet import BackboneConfig
 from ..training import History, Schedule, fit, outputs
@@ -43,7 +44,7 @@ from .common import rerun, shipped_results
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "matched_class_dim", "train_network", "run_ladder_study",
            "primary_capsules", "activity_profiles", "activity_drops", "coupling_profile", "shipped_ladder_runs",
-           "LADDER_CLAIMS",
+           "LADDER_CLAIMS", "LADDER_TIMING", "study_network", "time_ladder_steps",
            "ladder_claim_records", "ladder_verdicts", "LadderSettings", "SETTINGS"]
 
 
@@ -297,6 +298,36 @@ def coupling_profile(model: CapsNet, images: torch.Tensor, label: int, top: int 
         lengths += length.gather(1, order).sum(dim=0)
         couplings += out.couplings.float().cpu()[:, :, label].gather(1, order).sum(dim=0)
     return lengths / len(images), couplings / len(images)
+
+
+#: The shipped interleaved timing of Table 3's claim on the study's networks (``scripts/router_timing.py --study
+#: ladder``), a file of ``capsule_lab/results``.
+LADDER_TIMING = "ladder_timing.json"
+
+
+def study_network(name: str, settings: LadderSettings, seed: int = 0) -> torch.nn.Module:
+    """A fresh, untrained network of the study by its run name (``"ladder K=…"`` for each K of ``settings.ks``,
+    ``"capsnet r=3"``, ``"capsnet matched"``), initialised from ``seed`` as :func:`train_network` does. Chapter 06."""
+    settings = _check_settings(settings)
+    configs = {settings.ladder_config(k).label: settings.ladder_config(k) for k in settings.ks}
+    configs.update({settings.capsnet.label: settings.capsnet, "capsnet matched": settings.matched})
+    if name not in configs:
+        raise ValueError(f"name must be one of {list(configs)}, got {name!r}")
+    torch.manual_seed(seed)
+    return configs[name].network()
+
+
+def time_ladder_steps(settings: LadderSettings, names=("ladder K=32", "capsnet r=3"), seeds=(0, 1, 2, 3, 4),
+                      threads=(1, 2), steps: int = 20, warmup: int = 2, data: tuple | None = None) -> list:
+    """Table 3's question by the timing rule: the training steps of the study's networks ``names``
+    (:func:`study_network`) taken interleaved on one batch of 100 training digits (Table 3's batch), ``steps`` rounds
+    per seed and thread count, the load recorded (:func:`capsule_lab.measures.cost.interleaved_step_records`).
+    ``data`` is :func:`ladder_study_data`'s triple (read when None). Chapter 06."""
+    settings = _check_settings(settings)
+    train = (data if data is not None else ladder_study_data(settings))[0]
+    images, labels = (t[:100] for t in train.tensors)
+    return interleaved_step_records(lambda name, seed: study_network(name, settings, seed), names, seeds, threads,
+                                    images, labels, steps, warmup)
 
 
 def shipped_ladder_runs(name: str = "ladder_runs.json") -> dict:

@@ -17,13 +17,9 @@ steps), the steps themselves, ``timed_steps``, ``interleaved``, ``load``, ``devi
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 
-import torch
-
-from ..._checks import check_positive_int
-from ...measures.cost import time_interleaved, training_step
+from ...measures.cost import interleaved_step_records
 from ..common import RESULTS
 from .entries import bench_data, build_network
 from .settings import RouterBenchSettings
@@ -40,34 +36,10 @@ def time_routers(settings: RouterBenchSettings, routers, seeds, threads=(1, 2), 
     each seed and each thread count in ``threads``, on the CPU: one record per router, seed and thread count (see the
     module). ``data`` is :func:`~capsule_lab.studies.bench.entries.bench_data`'s triple (read when None); the batch is
     the first ``settings.schedule.batch_size`` training images. Chapter 08."""
-    routers, seeds, threads = tuple(routers), tuple(seeds), tuple(threads)
-    if len(routers) < 2:
-        raise ValueError(f"routers must name two or more bench routers to interleave, got {routers!r}")
-    if not seeds or not threads:
-        raise ValueError("seeds and threads must each hold at least one value")
-    for t in threads:
-        check_positive_int(t, "threads")
-    if check_positive_int(steps, "steps") < 10:
-        raise ValueError(f"steps must be >= 10 (the timing rule), got {steps}")
     train = (data if data is not None else bench_data(settings))[0]
     images, labels = (t[:settings.schedule.batch_size] for t in train.tensors)
-    before, records = torch.get_num_threads(), []
-    try:
-        for count in threads:
-            torch.set_num_threads(count)
-            for seed in seeds:
-                steps_of = {name: training_step(build_network(name, settings, seed), images, labels)
-                            for name in routers}
-                timed = time_interleaved(steps_of, repeats=steps, warmup=warmup)
-                for name in routers:
-                    times = [round(1e3 * s, 3) for s in timed["times"][name]]
-                    records.append({"router": name, "seed": seed, "train_step_ms": statistics.median(times),
-                                    "step_times_ms": times, "timed_steps": len(times), "interleaved": True,
-                                    "load": list(timed["load"]), "device": "cpu", "threads": count,
-                                    "batch": int(labels.shape[0])})
-    finally:
-        torch.set_num_threads(before)
-    return records
+    return interleaved_step_records(lambda name, seed: build_network(name, settings, seed), routers, seeds, threads,
+                                    images, labels, steps, warmup)
 
 
 def shipped_timing(path: str | Path = TIMING) -> dict:
