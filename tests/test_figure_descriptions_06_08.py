@@ -96,6 +96,10 @@ def test_step_time_figure_names_the_fastest_and_the_ratio():
     assert with_paper.alt == step_time_description(report, {"ladder K=50": (0.2, 0.01), "capsnet r=3": 1.8})[0]
     bars = fig.axes[0].patches
     assert [bool(p.get_hatch()) for p in bars] == [False, False, True, True]    # CapsNets hatched, not only coloured
+    paper_fig = step_time_figure(report, paper={"ladder K=50": 0.2, "capsnet r=3": 1.8})
+    ours, theirs = paper_fig.axes                    # the machine is named on our panel only, not over the paper's
+    assert ours.get_title() == "this course: cpu, 2 threads, batch 100" and "hardware not stated" in theirs.get_title()
+    assert paper_fig._suptitle.get_text() == "one training step"
 
 
 @pytest.fixture(scope="module")

@@ -119,8 +119,8 @@ def _check_paper(paper) -> tuple[dict, dict]:
 def step_time_figure(report: dict, paper: dict | None = None, title: str | None = None) -> Figure:
     """The ladder paper's Table 3 as a picture: the median seconds per training step of every model of
     ``report`` (:func:`capsule_lab.measures.cost.bench_steps`; error bars: the standard error of the mean over the
-    repeats), L-CapsNets plain blue and CapsNets hatched vermillion (:func:`plot_step_times`); the title says the
-    device, threads and batch. With ``paper = {name: seconds or (seconds, standard error)}`` (e.g.
+    repeats), L-CapsNets plain blue and CapsNets hatched vermillion (:func:`plot_step_times`); its panel's title says
+    the device, threads and batch (the paper's panel: its batch, and that its hardware is not stated). With ``paper = {name: seconds or (seconds, standard error)}`` (e.g.
     :data:`PAPER_TABLE3`), a second panel shows the paper's numbers — another machine and other sizes, so on an axis of
     their own. The figure carries its description (:func:`step_time_description`). Chapter 06."""
     report = _check_report(report)
@@ -133,14 +133,14 @@ def step_time_figure(report: dict, paper: dict | None = None, title: str | None 
     models = report["models"]
     plot_step_times(axes[0, 0], {n: m["median_s"] for n, m in models.items()},
                     {n: m.get("stderr_s", math.nan) for n, m in models.items()}, unit="median")
-    axes[0, 0].set_title(f"this course: batch {report.get('batch', '?')}", fontsize=9)
+    threads = report.get("threads", "?")
+    axes[0, 0].set_title(f"this course: {report.get('device', '?')}, {threads} thread{'' if threads == 1 else 's'}, "
+                         f"batch {report.get('batch', '?')}", fontsize=9)
     if paper is not None:
         seconds, errors = _check_paper(paper)
         plot_step_times(axes[0, 1], seconds, errors, unit="mean")
-        axes[0, 1].set_title("the paper's Table 3: batch 100, MNIST", fontsize=9)
-    threads = report.get("threads", "?")
-    fig.suptitle(title or f"one training step on {report.get('device', '?')} "
-                          f"({threads} thread{'' if threads == 1 else 's'})", fontsize=10)
+        axes[0, 1].set_title("the paper's Table 3: batch 100, MNIST,\nhardware not stated", fontsize=9)
+    fig.suptitle(title or "one training step", fontsize=10)
     return attach_description(fig, *step_time_description(report, paper))
 
 
