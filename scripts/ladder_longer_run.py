@@ -6,7 +6,8 @@ CapsNet and the CapsNet with as many parameters as the main L-CapsNet) on all 8k
 with the learning rate decayed by 0.8 per epoch (the quick profile decays by 0.9; the faster decay lets every network
 meet the course's convergence criterion within 15 epochs), and tests on all 2k offline test digits, clean and affine.
 For every seed it writes, per network: the accuracies and which test images it got right, parameters, seconds,
-per-epoch training loss and accuracy, the activity profile of the primary capsules on the training images of digit
+per-epoch training loss and accuracy, the clean and affine test accuracy after every epoch (to compare networks
+where their training accuracies meet), the activity profile of the primary capsules on the training images of digit
 0 (the paper's Figure 4) and, image by image, where the activity falls below one half and how many capsules are
 middling (:func:`capsule_lab.measures.activity.activity_drop`), the median of 10 timed training steps on 100 of the
 training digits (Table 3) with the device and thread count, and for each CapsNet the lengths and couplings of its 100
@@ -65,7 +66,7 @@ def main(argv=None) -> None:
     runs = {}
     for seed in args.seeds:
         seed_everything(seed)
-        networks = run_ladder_study(settings, data, seed=seed)
+        networks = run_ladder_study(settings, data, seed=seed, track_test=True)
         profiles = activity_profiles(networks, train, settings.profile_digit, settings.profile_top)
         drops = activity_drops(networks, train, settings.profile_digit)
         for name, net in networks.items():
@@ -74,6 +75,7 @@ def main(argv=None) -> None:
                    "clean_correct": net.clean_correct, "affine_correct": net.affine_correct,
                    "parameters": net.parameters, "seconds": net.seconds, "train_loss": net.history.train_loss,
                    "train_accuracy": net.history.train_accuracy,
+                   "clean_by_epoch": net.history.test_accuracy, "affine_by_epoch": net.history.epoch_end,
                    "activity_profile": [round(float(a), 5) for a in profiles[name]],
                    "drop_rank": drops[name]["drop_rank"].tolist(), "middling": drops[name]["middling"].tolist(),
                    "step_seconds": timing["median_s"], "device": timing["device"], "threads": timing["threads"]}

@@ -50,7 +50,7 @@ def main(argv=None) -> None:
                 "train_accuracy": run.history.train_accuracy, "entropy": run.entropy,
                 "largest": run.largest}
             print(f"seed {seed} {dataset:8} {router:26} accuracy {run.accuracy:.4f} ({run.seconds:.0f} s)", flush=True)
-    write_report("routing_longer_run.py", argv, args, settings, started, runs)
+        write_report("routing_longer_run.py", argv, args, settings, started, runs)   # the seeds so far
 
 
 if __name__ == "__main__":

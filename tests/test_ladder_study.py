@@ -112,6 +112,20 @@ def test_train_network_trains_tests_and_keeps_the_weights(tiny):
     assert capsnet.name == "capsnet r=3" and not capsnet.is_ladder and isinstance(capsnet.model(), CapsNet)
 
 
+def test_tracking_the_test_sets_leaves_training_alone_and_records_each_epochs_accuracy(tiny):
+    settings, data = tiny
+    two = replace(settings, schedule=replace(settings.schedule, epochs=2))
+    plain = train_network(two.ladder_config(16), two, data, seed=0)
+    tracked = train_network(two.ladder_config(16), two, data, seed=0, track_test=True)
+    assert all(torch.equal(plain.state[k], tracked.state[k]) for k in plain.state)     # the same training
+    assert plain.history.test_accuracy == [] and plain.history.epoch_end == [None, None]
+    clean, affine = tracked.history.test_accuracy, tracked.history.epoch_end
+    assert len(clean) == len(affine) == 2
+    # the last epoch's entries are the trained network's accuracies, counted image by image
+    assert clean[-1] == tracked.clean_correct.count("1") / 40 and affine[-1] == tracked.affine_correct.count("1") / 40
+    with pytest.raises(ValueError, match="track_test must be True or False"):
+        train_network(two.ladder_config(16), two, data, track_test="yes")
+
 def test_run_ladder_study_trains_every_k_and_the_capsnet(tiny):
     settings, data = tiny
     small = replace(settings, ks=(8, 32), train_size=32, schedule=replace(settings.schedule, epochs=1))

@@ -39,7 +39,7 @@ from ..measures.activity import activity_drop, activity_profile, middle_share
 from ..measures.cost import interleaved_step_records
 from ..models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from ..models.capsnet import BackboneConfig
-from ..training import History, Schedule, fit, outputs
+from ..training import History, Schedule, evaluate, fit, outputs
 from .common import rerun, shipped_results
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "matched_class_dim", "train_network", "run_ladder_study",
@@ -187,14 +187,20 @@ def matched_class_dim(ladder: LadderCapsNetConfig, capsnet: CapsNetConfig, large
 
 
 def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, device="cpu", amp: bool = False,
-                  progress: bool = False, name: str | None = None, checkpoint=None) -> TrainedNetwork:
+                  progress: bool = False, name: str | None = None, checkpoint=None,
+                  track_test: bool = False) -> TrainedNetwork:
     """Train one network of the study — an L-CapsNet for a :class:`LadderCapsNetConfig`, a CapsNet for a
     :class:`CapsNetConfig` — on ``data = (train, clean, affine)`` with the settings' schedule, then test it on
     both test sets. The network is initialised from ``seed`` and shuffled with it. ``name``: the run's name
     (default ``"ladder K=…"`` or ``"capsnet r=…"``). ``checkpoint``: a file :func:`~capsule_lab.training.fit` saves
-    the run to after every epoch and resumes it from (a finished run loads instead of training). Chapter 06.
+    the run to after every epoch and resumes it from (a finished run loads instead of training). ``track_test``: also
+    test after every epoch — the clean accuracy in ``history.test_accuracy``, the affine one in ``history.epoch_end``
+    — so that a network can be compared with another at the epoch where their training accuracies meet (the
+    training itself is unchanged). Chapter 06.
     """
     settings = _check_settings(settings)
+    if not isinstance(track_test, bool):
+        raise ValueError(f"track_test must be True or False, got {track_test!r}")
     if not isinstance(data, tuple) or len(data) != 3:
         raise ValueError("data must be the (train, clean test, affine test) tuple of ladder_study_data")
     train, clean, affine = data
@@ -203,8 +209,9 @@ def train_network(config, settings: LadderSettings, data: tuple, seed: int = 0, 
     torch.manual_seed(seed)
     net = config.network()
     name = name or config.label
-    history = fit(net, train, None, **settings.schedule.fit_options(), device=device, amp=amp, seed=seed,
-                  progress=progress, checkpoint=checkpoint)
+    affine_after_epoch = (lambda epoch, model: evaluate(model, affine, device=device, amp=amp)) if track_test else None
+    history = fit(net, train, clean if track_test else None, **settings.schedule.fit_options(), device=device,
+                  amp=amp, seed=seed, progress=progress, checkpoint=checkpoint, on_epoch_end=affine_after_epoch)
     clean_correct, affine_correct = (_correct(net, d, device, amp) for d in (clean, affine))
     return TrainedNetwork(name, config, history, clean_correct.sum().item() / len(clean_correct),
                           affine_correct.sum().item() / len(affine_correct), _parameters(net), sum(history.seconds),
@@ -219,16 +226,17 @@ def _correct(net, data, device, amp) -> torch.Tensor:
 
 
 def run_ladder_study(settings: LadderSettings, data: tuple, seed: int = 0, device="cpu", amp: bool = False,
-                     progress: bool = False) -> dict:
+                     progress: bool = False, track_test: bool = False) -> dict:
     """Chapter 06's experiment: an L-CapsNet for every K of ``settings.ks``, the CapsNet (``"capsnet r=3"``) and the
     CapsNet with the main L-CapsNet's number of parameters (``"capsnet matched"``), each trained by
-    :func:`train_network` from ``seed`` → ``{name: TrainedNetwork}``, ladders first in the order of ``ks``.
-    Chapter 06.
+    :func:`train_network` from ``seed`` (tested after every epoch with ``track_test``) → ``{name: TrainedNetwork}``,
+    ladders first in the order of ``ks``. Chapter 06.
     """
     settings = _check_settings(settings)
     configs = [(settings.ladder_config(k), None) for k in settings.ks]
     configs += [(settings.capsnet, None), (settings.matched, "capsnet matched")]
-    runs = [train_network(c, settings, data, seed, device, amp, progress, name) for c, name in configs]
+    runs = [train_network(c, settings, data, seed, device, amp, progress, name, track_test=track_test)
+            for c, name in configs]
     return {run.name: run for run in runs}
 
 
