@@ -226,6 +226,7 @@ def test_step_breakdown_counts_each_stage_by_hand():
             assert stages["routing (2 iterations)"]["forward_mflop"] * 1e6 == pytest.approx(3 * weighted)
         assert sum(s["seconds"] for s in stages.values()) == pytest.approx(report["step_s"])
         assert sum(s["share"] for s in stages.values()) == pytest.approx(1)
+        assert report["spread_s"] >= 0
     ladder = LadderCapsNet(LadderCapsNetConfig.slim(k=5, widths=(6, 4), contribution_widths=(3,), **small))
     stages = cost.step_breakdown(ladder, images, labels, repeats=2)["stages"]
     assert list(stages) == ["convolutions", "pruning and the weight networks of z", "eqs. 1-4", "loss and Adam"]

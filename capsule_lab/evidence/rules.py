@@ -321,7 +321,7 @@ def judge(cases: Mapping[str, Case], alpha: float = 0.05) -> dict:
         outcomes = {v.outcome for v in each.values()}
         first = next(iter(each.values()))
         if len(outcomes) == 1:
-            verdicts[name] = Verdict(first.outcome, f"{first.outcome} at every setting ({', '.join(each)})",
+            verdicts[name] = Verdict(first.outcome, f"{first.outcome} at every setting ({'; '.join(each)})",
                                      case.family, alpha, first.test, m, settings=each)
         else:
             verdicts[name] = Verdict("depends on the setting", "; ".join(f"{s}: {v.outcome}" for s, v in each.items()),

@@ -541,12 +541,16 @@ def step_breakdown(model: torch.nn.Module, images: torch.Tensor, labels: torch.T
     pruning and the weight networks of z (the code vector), eqs. 1–4 — and each cumulative prefix (the network up to
     the end of a stage) is timed forward and backward (of the sum of what it returns, so every weight before it gets its
     gradient, as in a real step); a stage's time is its prefix's median minus the previous prefix's. The last stage,
-    "loss and Adam", is the whole training step (:func:`training_step`) minus the longest prefix. Each stage also
-    gets its forward FLOPs (:func:`stage_flops`; the loss's are not counted).
+    "loss and Adam", is the whole training step (:func:`training_step`) minus the longest prefix. The prefixes and the
+    step are timed interleaved, one run of each per round over ``repeats`` rounds, so that a change in the machine's
+    load falls on all of them alike. Each stage also gets its forward FLOPs (:func:`stage_flops`; the loss's are not
+    counted).
 
-    Returns ``{"stages": {stage: {"seconds", "share", "forward_mflop"}}, "step_s", "batch", "device", "threads"}``,
-    ``share`` the stage's part of ``step_s``. Differences of medians can come out slightly negative for a stage that
-    costs next to nothing. ``images`` and ``labels`` on the model's device; the model trains while it is timed.
+    Returns ``{"stages": {stage: {"seconds", "share", "forward_mflop"}}, "step_s", "batch", "device", "threads",
+    "spread_s"}``, ``share`` the stage's part of ``step_s``; ``spread_s`` is the largest interquartile range of the
+    timed runs (prefixes and step): a stage's time is a difference of two medians, and one smaller than about this
+    spread is not told from zero (it can come out negative). ``images`` and ``labels`` on the model's device; the model
+    trains while it is timed.
     """
     flops = stage_flops(model, images)
     check_positive_int(repeats, "repeats")
@@ -560,15 +564,25 @@ def step_breakdown(model: torch.nn.Module, images: torch.Tensor, labels: torch.T
             sum(t.sum() for t in (out if isinstance(out, tuple) else (out,))).backward()
         return run
 
-    seconds = [time_median(forward_backward(f), repeats, warmup, _sync(device)) for _, f in _stages(model, images)]
-    step = time_median(training_step(model, images, labels), repeats, warmup, _sync(device))
-    seconds.append(step)
+    runs = [forward_backward(f) for _, f in _stages(model, images)] + [training_step(model, images, labels)]
+    sync = _sync(device)
+    for run in runs:
+        for _ in range(warmup):
+            run()
+    times = [[] for _ in runs]
+    for _ in range(repeats):                              # interleaved: every prefix and the step once per round
+        for run, kept in zip(runs, times):
+            kept.extend(time_runs(run, 1, 0, sync))
+    seconds = [statistics.median(t) for t in times]
+    step = seconds[-1]
     names = [*flops, "loss and Adam"]
     stages = {name: {"seconds": now - before, "share": (now - before) / step,
                      "forward_mflop": flops.get(name, 0) / 1e6}
               for name, now, before in zip(names, seconds, [0.0, *seconds])}
+    spread = max(statistics.quantiles(t, n=4)[2] - statistics.quantiles(t, n=4)[0] if len(t) > 1 else 0.0
+                 for t in times)
     return {"stages": stages, "step_s": step, "batch": int(images.shape[0]), "device": str(device),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "spread_s": spread}
 
 
 def main_steps(profile: str = "quick", device=None, repeats: int = 5, batch: int = 100) -> str:
