@@ -395,3 +395,18 @@ def test_a_second_check_of_a_task_reuses_its_reference_answers(monkeypatch):
     kept = checking._checked_cases(task)
     assert calls == ["01.squash"]
     assert checking._checked_cases(dataclasses.replace(task)) is not kept and calls == ["01.squash"] * 2
+
+
+def test_a_wrong_dtype_is_advised_only_where_the_inputs_have_the_expected_one():
+    """"keep the input's dtype" only where it is true: an integer result (05's keys from float couplings and int64
+    predictions) or a result from Python numbers (08.summary) gets the expected dtype and no advice."""
+    from capsule_lab.grading.engine.judging import _mismatch
+    keys, couplings = torch.zeros(3, dtype=torch.int64), torch.rand(3)
+    assert (_mismatch("keys", keys.float(), keys, inputs=(couplings, keys)) ==
+            "keys has dtype torch.float32, expected torch.int64")
+    assert (_mismatch("mean", torch.zeros((), dtype=torch.float32), torch.zeros((), dtype=torch.float64),
+                      inputs=(0.5, 1.5)) == "mean has dtype torch.float32, expected torch.float64")
+    assert (_mismatch("poses", couplings.double(), couplings, inputs=(couplings, keys)) ==
+            "poses has dtype torch.float64, expected torch.float32 (keep the input's dtype)")
+    mixed = (couplings, couplings.double())                           # inputs of two dtypes: no advice either way
+    assert _mismatch("poses", couplings.double(), couplings, inputs=mixed).endswith("expected torch.float32")

@@ -67,7 +67,7 @@ def test_setup_cell_installs_from_the_configured_repository(path):
 PROFILE_TRAINING_FIELDS = re.compile(r"\bprofile\.(capsnet|epochs|train_size|batch_size|lr|data_source|max_shift)\b")
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=rel)
+@pytest.mark.parametrize("path", CHAPTERS + EXERCISES + SOLUTIONS, ids=rel)
 def test_setup_banner_describes_what_the_chapter_trains(path):
     """setup()'s first line describes the profile's CapsNet and schedule; a chapter that never trains them (it reads
     none of those fields) passes chapter="NN" so the line points to its own settings, and only such a chapter."""

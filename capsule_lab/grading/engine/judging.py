@@ -44,15 +44,24 @@ ATOL = 1e-6
 GRAD_ATOL_SINGLE = 1e-5
 
 
+def _dtype_advice(want: torch.Tensor, inputs: tuple) -> str:
+    """" (keep the input's dtype)" where that is the advice: ``want`` is floating and every floating tensor among
+    ``inputs`` has its dtype; else nothing (an integer result, inputs of other dtypes or none, Python numbers)."""
+    floating = [a.dtype for a in inputs if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    if want.is_floating_point() and floating and all(d == want.dtype for d in floating):
+        return " (keep the input's dtype)" if len(floating) == 1 else " (keep the inputs' dtype)"
+    return ""
+
+
 def _mismatch(name: str, got: torch.Tensor, want: torch.Tensor, task: Task | None = None,
-              symptom: bool = False, gradient: bool = False) -> str | None:
+              symptom: bool = False, gradient: bool = False, inputs: tuple = ()) -> str | None:
     """None if ``got`` matches ``want`` (within the task's tolerance, if it states one; a ``gradient`` in single
     precision within :data:`GRAD_ATOL_SINGLE`); else what differs (with ``symptom`` or in a bug hunt: where, expected
-    against got)."""
+    against got). ``inputs``: the case's arguments, for the advice on a wrong dtype (:func:`_dtype_advice`)."""
     if tuple(got.shape) != tuple(want.shape):
         return f"{name} has shape {tuple(got.shape)}, expected {tuple(want.shape)}"
     if got.dtype != want.dtype:
-        return f"{name} has dtype {got.dtype}, expected {want.dtype} (keep the input's dtype)"
+        return f"{name} has dtype {got.dtype}, expected {want.dtype}{_dtype_advice(want, inputs)}"
     g, w = got.double(), want.double()
     if not torch.isfinite(g).all() and torch.isfinite(w).all():
         return f"nan or inf in {name}"
@@ -91,7 +100,7 @@ def _compare(task: Task, case: Case, got: Evaluation, want: Evaluation, input_na
     if got.error:
         return got.error
     for name, g, w in zip(task.outputs, got.outputs, want.outputs):
-        problem = _mismatch(name, g, w, task)
+        problem = _mismatch(name, g, w, task, inputs=tuple(case.args))
         if problem:
             return problem
     if case.grad == "none" or want.grads is None:
@@ -112,7 +121,8 @@ def _compare(task: Task, case: Case, got: Evaluation, want: Evaluation, input_na
             w = torch.zeros_like(g) if g is not None else None
         if g is None:
             continue
-        problem = _mismatch(f"gradient w.r.t. {name}", g, w, symptom=task.kind == "bug hunt", gradient=True)
+        problem = _mismatch(f"gradient w.r.t. {name}", g, w, symptom=task.kind == "bug hunt", gradient=True,
+                            inputs=(w,))                 # a gradient has its input's dtype
         if problem:
             return problem
     return None
@@ -181,14 +191,22 @@ def verdict(task: Task, cases: Sequence[Expected], got: Sequence[Evaluation]) ->
         elif task.kind == "bug hunt":
             hint = BUG_HUNT_HINT        # the symptom only: no known mistake, no definition it breaks
         elif g.error is None:
+            close = []                                  # every known mistake the answer behaves like, and how closely
             for k, wrong in enumerate(task.wrong_answers):
                 mistaken = _mistake(task, k, e)
                 if mistaken is not None and mistaken.error is None and \
                         _compare(task, e.case, g, mistaken, input_names) is None:
-                    hint = wrong.hint
-                    break
+                    close.append((_distance(g, mistaken), k, wrong.hint))
+            if close:
+                hint = min(close)[2]                    # the nearest, where two mistakes lie within the band
         return status, f"{problem} on case '{e.case.name}'" + (HIDDEN_NOTE if e.case.hidden else ""), hint
     return "passed", None, ""
+
+
+def _distance(got: Evaluation, mistaken: Evaluation) -> float:
+    """How far an answer's outputs lie from a known mistake's: the largest absolute difference over them."""
+    return max((float((g.double() - m.double()).abs().max()) if g.numel() else 0.0
+                for g, m in zip(got.outputs, mistaken.outputs)), default=0.0)
 
 
 def _mistake(task: Task, index: int, e: Expected) -> Evaluation | None:

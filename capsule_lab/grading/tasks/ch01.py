@@ -305,13 +305,13 @@ _STEPS_WRONG = (
 register(
     Task("01.squash", "Squash", 1, _ref_squash, _squash_cases,
          hint="v keeps the direction of s and has the length ‖s‖²/(1+‖s‖²), every capsule along `dim` "
-              "(chapter 01, section 2, eq. (1)).",
+              "(chapter 01, §2 the squash, eq. (1)).",
          outputs=("v",), wrong_answers=_SQUASH_WRONG,
          nonfinite_hint="nan or inf at or near s = 0: your squash divides by a norm of zero there (chapter 01, "
                         "'Why the norm is smoothed').",
          input_names=("s",), function="squash", answers=(squash,), stand_in=_stand_in_squash),
     Task("01.margin_loss", "Margin loss", 1, _ref_margin_loss, _margin_cases,
-         hint="eq. (4) of chapter 01, section 3: one squared hinge per class, the absent ones weighted by λ; "
+         hint="eq. (4) of chapter 01, §3 the margin loss: one squared hinge per class, the absent ones weighted by λ; "
               "summed over the classes, averaged over the batch.",
          outputs=("loss",), wrong_answers=_MARGIN_WRONG,
          input_names=("lengths",), function="margin_loss", answers=(margin_loss,)),
@@ -325,7 +325,7 @@ register(
     Task("01.equal_length", "Prediction: the length ten undecided capsules settle at", 1, _ref_equal_length,
          lambda: [Case("your prediction", (), grad="none")],
          hint="write the loss of one image whose ten class capsules all have length ℓ (one present, nine "
-              "absent, chapter 01, section 3) and find the ℓ where its derivative is zero.",
+              "absent, chapter 01, §3 the margin loss) and find the ℓ where its derivative is zero.",
          outputs=("length",), wrong_answers=_EQUAL_LENGTH_WRONG, function="predict_equal_length",
          kind="prediction", returns_number=True, atol=0.005, rtol=0.0),
     Task("01.steps_to_long", "Mini-experiment: how long a short capsule stalls", 1, _ref_steps_to_long,

@@ -252,7 +252,7 @@ _SHARPNESS_WRONG = (
 register(
     Task("02.couplings", "Coupling coefficients", 1, _ref_couplings, _couplings_cases,
          hint="c_ij sums to 1 over the output capsules j, for every sample b and input capsule i, and keeps the "
-              "logits' dtype (chapter 02, section 1, the softmax of the logits).",
+              "logits' dtype (chapter 02, §1 parts vote for wholes, the softmax of the logits).",
          outputs=("couplings",), wrong_answers=_COUPLINGS_WRONG,
          nonfinite_hint="nan or inf at large logits: exp(1000) overflows. A softmax does not change when the "
                         "same number is subtracted from all the logits of one input capsule.",
@@ -260,15 +260,15 @@ register(
     Task("02.routing_step", "One routing iteration from the inputs and the weights", 2, _ref_routing_step,
          _routing_step_cases,
          hint="one iteration of Algorithm 1 where the votes are W_ij u_i (chapter 02, eq. routing-votes, and "
-              "section 7 for contracting with W_ij directly): couplings, weighted sum, squash, and the new "
+              "§7 routing without votes, for contracting with W_ij directly): couplings, weighted sum, squash, and the new "
               "logits b + agreement; nothing detached.",
          outputs=("poses", "new_logits"), wrong_answers=_ROUTING_STEP_WRONG,
          nonfinite_hint="nan or inf: check the softmax at large logits and the squash at s = 0.",
          input_names=("inputs", "weights", "logits"), function="routing_step", answers=_ROUTING,
          allowed=("capsule_lab.capsules.squash",)),
     Task("02.dynamic_routing", "Dynamic routing (bug hunt)", 2, _ref_dynamic_routing, _dynamic_cases,
-         hint="Algorithm 1 (chapter 02, section 1): b = 0, then r times softmax over the outputs, weighted sum, "
-              "squash, agreement; the poses of the last iteration, nothing detached.",
+         hint="Algorithm 1 (chapter 02, §1 parts vote for wholes): b = 0, then r times softmax over the outputs, "
+              "weighted sum, squash, agreement; the poses of the last iteration, nothing detached.",
          outputs=("poses",), wrong_answers=_DYNAMIC_WRONG,
          nonfinite_hint="nan or inf: check the softmax at large logits and the squash at s = 0.",
          input_names=("votes",), function="dynamic_routing", answers=_ROUTING, kind="bug hunt",
@@ -277,7 +277,7 @@ register(
          allowed=("capsule_lab.capsules.squash",)),
     Task("02.predict_coupling", "Prediction: a coupling after one update", 1, _ref_predict_coupling,
          lambda: [Case("your prediction", (), grad="none")],
-         hint="route the four votes by hand for one iteration as chapter 02 does in section 2: uniform "
+         hint="route the four votes by hand for one iteration as chapter 02 does in §2 routing by hand on a toy: uniform "
               "couplings, s_j, v_j = squash(s_j), the agreements, then the softmax of the new logits.",
          outputs=("coupling",), wrong_answers=_PREDICT_WRONG, function="predict_coupling",
          kind="prediction", returns_number=True, atol=0.01, rtol=0.0),
@@ -285,7 +285,7 @@ register(
          _ref_coupling_sharpness, _sharpness_cases,
          hint="votes (4, 64, 10, 16) drawn in float64 from the seed and rescaled to length vote_length; r = 3 "
               "iterations from b = 0; the mean over samples and inputs of max_j c_ij of the third "
-              "iteration's couplings (chapter 02, section 6, measures the same on a trained network).",
+              "iteration's couplings (chapter 02, §6 what changes with 1, 3, 5 iterations, measures the same on a trained network).",
          outputs=("mean max coupling",), wrong_answers=_SHARPNESS_WRONG, function="mean_max_coupling",
          kind="experiment", returns_number=True, atol=5e-5, rtol=0.0, answers=_ROUTING, allowed=("capsule_lab.capsules.squash",)),
 )

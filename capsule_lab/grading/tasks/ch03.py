@@ -271,12 +271,12 @@ register(
     Task("03.softmax_jacobian", "The softmax Jacobian of the couplings", 1, softmax_jacobian,
          _softmax_jacobian_cases,
          hint="∂c_j/∂b_k = c_j (δ_jk − c_k) over the last dimension, entry [..., j, k], shape (..., J, J) "
-              "(chapter 03, section 3).",
+              "(chapter 03, §3 the couplings' Jacobian, unrolled).",
          outputs=("jacobian",), wrong_answers=_SOFTMAX_JACOBIAN_WRONG, input_names=("couplings",),
          function="softmax_jacobian"),
     Task("03.constant_coupling_gradient", "The constant-coupling gradient (term 1)", 2, _ref_term1, _term1_cases,
          hint="term 1 of ∂L/∂û_{m|i} is c_im (∂v/∂s)(s_m)ᵀ ∂L/∂v_m, shape (B, I, J, D); the squash Jacobian is "
-              "f(n) I + n f'(n) ŝŝᵀ with f(n) = n/(1 + n²) (chapter 03, section 2).",
+              "f(n) I + n f'(n) ŝŝᵀ with f(n) = n/(1 + n²) (chapter 03, §2 two terms).",
          outputs=("term1",), wrong_answers=_TERM1_WRONG,
          nonfinite_hint="nan or inf where s = 0: at s = 0 the direction ŝ = s/‖s‖ is 0/0, and the term it "
                         "multiplies is 0 there; compute ŝ without dividing by zero.",
@@ -286,7 +286,7 @@ register(
          _detached_cases,
          hint="with detach=True the forward values are Sabour's and the gradient w.r.t. the votes is term 1 "
               "only: no path from the votes to the loss may pass through the couplings (chapter 03, "
-              "sections 1 and 2).",
+              "§1 routing is a loop and §2 two terms).",
          outputs=("poses",), wrong_answers=_DETACHED_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
          input_names=("votes",), function="routing", kind="bug hunt",

@@ -295,31 +295,31 @@ _REVIVAL_WRONG = (
 register(
     Task("04.dyr", "Bug hunt: the dynamic routing coefficient", 2, _ref_dyr, _dyr_cases,
          hint="dyr compares, for every coupling, its spread over the k images with that of a perfect routing; "
-              "a routing that never changes has dyr = 0, a perfect one 1 (chapter 04, section 3, routing dynamics).",
+              "a routing that never changes has dyr = 0, a perfect one 1 (chapter 04, §3 the paper's measurements, routing dynamics).",
          outputs=("dyr",), wrong_answers=_DYR_WRONG, input_names=("couplings",), function="dyr", kind="bug hunt",
          place_hint=("n and the normalising denominator are right; the wrong line measures the spread: print its shape."),
          answers=(routing_dynamics, routing_dynamics_per_capsule)),
     Task("04.dead_capsules", "The dead-capsule mask", 1, _ref_dead, _dead_cases,
          hint="capsule j is dead when the mean μ_j and the standard deviation σ_j (ddof 0) of its norm over the k "
-              "images are both at most their thresholds; return a bool tensor of shape (n,) (chapter 04, section 3).",
+              "images are both at most their thresholds; return a bool tensor of shape (n,) (chapter 04, §3 the paper's measurements).",
          outputs=("dead",), wrong_answers=_DEAD_WRONG, input_names=("norms",), function="dead_capsules",
          answers=(dead_mask, activation_stats)),
     Task("04.active_rate", "The rate of active capsules", 1, _ref_active_rate, _active_cases,
          hint="car = cas / n, with cas the mean over the k images of the number of capsules whose norm is at "
-              "least ε; a 0-d tensor in the dtype of the norms (chapter 04, section 3).",
+              "least ε; a 0-d tensor in the dtype of the norms (chapter 04, §3 the paper's measurements).",
          outputs=("car",), wrong_answers=_ACTIVE_WRONG, input_names=("norms",), function="active_rate",
          answers=(active_mask, activation_stats)),
     Task("04.dead_spike", "Prediction: a capsule that fires once in a thousand images", 1, _ref_dead_spike,
          lambda: [Case("your prediction", (), grad="none")],
          hint="write μ_j and σ_j (ddof 0) of a norm that is x on one image of k = 1000 and 0 on the others, and "
-              "solve each dead condition for x (chapter 04, section 3).",
+              "solve each dead condition for x (chapter 04, §3 the paper's measurements).",
          outputs=("largest dead norm",), wrong_answers=_SPIKE_WRONG, function="predict_dead_spike",
          kind="prediction", returns_number=True, atol=0.005, rtol=0.0),
     Task("04.revival", "Mini-experiment: does an almost dead capsule come back, with SGD and with Adam?", 2,
          _ref_revival, _revival_cases,
          hint="follow the task's recipe step by step: seed, network, shrink capsule 0 of layer 2 (the matrices that "
               "write it and those that read it), images, optimiser, 10 steps, then the capsule's mean length "
-              "(chapter 04, section 2).",
+              "(chapter 04, §2 two theorems about the gradient).",
          outputs=("mean length after training",), wrong_answers=_REVIVAL_WRONG, function="revival",
          kind="experiment", returns_number=True, rtol=0.02, atol=1e-9,
          allowed=("capsule_lab.models.DeepCapsNet", "capsule_lab.models.DeepCapsNetConfig",

@@ -139,8 +139,9 @@ _KEYS_WRONG = (
                 "you cut c · (K − 1) down to the integer below it: a coupling goes to the *nearest* level "
                 "(0.19 at K = 11 is level 2, not 1)."),
     WrongAnswer("round half up", _keys_half_up,
-                "only the couplings exactly halfway between two levels come out wrong: torch.round (like the "
-                "paper's code) rounds halves to the even level, so 0.1 at K = 6 (0.5) is level 0."),
+                "only the couplings exactly halfway between two levels come out wrong: the task rounds with "
+                "torch.round, which sends halves to the even level, so 0.1 at K = 6 (0.5) is level 0 (the paper's "
+                "code bins with torch.bucketize and np.digitize instead: chapter 05, §2 quantising couplings by hand)."),
     WrongAnswer("each input capsule's largest coupling", _keys_largest_coupling,
                 "you took each input capsule's largest coupling, whatever its class: the key reads the coupling of "
                 "every input capsule to the *predicted* class of that image."),
@@ -489,14 +490,14 @@ register(
     Task("05.quantize_keys", "The parse-tree key of every image", 2, _ref_keys, _keys_cases,
          hint="image ξ's key is the column couplings[ξ, :, ŷ_ξ] of its predicted class ŷ_ξ, every coupling quantised "
               "to the level round(c · (K − 1)) (torch.round, halves to even); return int64 (N, I) "
-              "(chapter 05, sections 2 and 3).",
+              "(chapter 05, §2 quantising couplings by hand and §3 the dictionary of parse trees).",
          outputs=("keys",), wrong_answers=_KEYS_WRONG, input_names=("couplings",), function="quantized_keys",
          answers=_REM_ANSWERS, stand_in=_stand_in_keys),
     Task("05.class_entropy", "Bug hunt: the entropy of each class's parse trees", 2, _ref_class_entropy,
          _entropy_cases,
          hint="H_j = −Σ_key P(key | ŷ = j) log₂ P(key | ŷ = j) over the keys of the images predicted as j, 0 for a "
               "class never predicted; H is the mean of H_j over the classes predicted at least once "
-              "(chapter 05, section 3).",
+              "(chapter 05, §3 the dictionary of parse trees).",
          outputs=("entropy per class", "mean entropy"), wrong_answers=_ENTROPY_WRONG,
          nonfinite_hint="nan or inf: 0 · log₂ 0 counts as 0 (a key a class never uses adds nothing), and a class "
                         "never predicted has H_j = 0.",
@@ -508,20 +509,20 @@ register(
          _ref_flip_entropy, lambda: [Case("your prediction", (), grad="none")],
          hint="where does the uniform coupling 1/J = 0.1 fall among the K = 6 levels, what does that do to 64 keys "
               "of 32 couplings each, and what is the entropy of a dictionary of n images that all differ "
-              "(chapter 05, sections 2 and 3)?",
+              "(chapter 05, §2 quantising couplings by hand and §3 the dictionary of parse trees)?",
          outputs=("entropy (bits)",), wrong_answers=_FLIP_WRONG, function="predict_flip_entropy", kind="prediction",
          returns_number=True, atol=0.05, rtol=0.0),
     Task("05.global_prune", "One step of global magnitude pruning", 2, _ref_global_prune, _prune_cases,
          hint="over the weights still kept (mask True) of all three tensors at once, prune the round(amount × kept) "
               "with the smallest |w| (one threshold for all of them); a weight pruned before stays pruned; return "
-              "the three new bool masks (chapter 05, section 4).",
+              "the three new bool masks (chapter 05, §4 pruning by hand).",
          outputs=("conv mask", "primary mask", "class-capsule mask"), wrong_answers=_PRUNE_WRONG,
          function="global_prune", answers=(global_magnitude_prune,)),
     Task("05.entropy_vs_iterations", "Mini-experiment: the entropy of dynamic routing's parse trees against the "
          "iterations", 2, _ref_entropy_vs_iterations, _experiment_cases,
          hint="route the task's votes, take each image's predicted class from the lengths of the poses, its key with "
               "your quantized_keys and the mean entropy with your class_entropy; return it as a number "
-              "(chapter 05, sections 3 and 5).",
+              "(chapter 05, §2 quantising couplings by hand and §3 the dictionary of parse trees).",
          outputs=("mean entropy (bits)",), wrong_answers=_EXPERIMENT_WRONG, function="parse_tree_entropy",
          kind="experiment", returns_number=True, atol=0.005, rtol=0.0, answers=_REM_ANSWERS,
          allowed=("capsule_lab.routing.dynamic_routing",), uses=("05.quantize_keys", "05.class_entropy")),

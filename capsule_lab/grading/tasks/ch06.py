@@ -352,13 +352,13 @@ register(
          _top_k_cases,
          hint="rank the n capsules by their length ‖u_i‖, most active first, ties to the lower index (a stable sort); "
               "keep the first K, put them back in ascending index order as the rows of U_K, and set z_i = 1.0 where "
-              "capsule i was kept, 0.0 elsewhere, in u's dtype (chapter 06, section 1).",
+              "capsule i was kept, 0.0 elsewhere, in u's dtype (chapter 06, §2 the pruning layer by hand).",
          outputs=("selected", "code"), wrong_answers=_TOP_K_WRONG, input_names=("u",), function="prune_capsules",
          answers=_TOP_K_ANSWERS),
     Task("06.regression", "Eqs. 2–3: the kept capsules regressed from each class pose, row by row squashed", 2,
          _ref_regression, _regression_cases,
          hint="row i of û_j^reg is the d×D map f^reg[b, j, i] times s_j[b] (eq. 2, a sum over D); then squash each "
-              "d-dimensional row on its own (eq. 3) → (B, J, K, d) (chapter 06, section 3).",
+              "d-dimensional row on its own (eq. 3) → (B, J, K, d) (chapter 06, §4 the ladder layer step by step).",
          outputs=("regressed",), wrong_answers=_REGRESSION_WRONG,
          nonfinite_hint="nan or inf where a class pose s_j = 0: there every regressed row û is exactly 0. Follow the "
                         "zero through your function and find the 0/0: a division by ‖û‖ in a squash of your own "
@@ -369,13 +369,13 @@ register(
     Task("06.gamma_activation", "Prediction: the activity of a class whose regression misses one part", 1,
          _ref_gamma_activation, lambda: [Case("your prediction", (), grad="none")],
          hint="eq. 4: δ_j = exp(−γ · (1/K) Σ_i ‖u_{i|j}^reg − u_i‖²) with γ = 5.12 — square each of the K distances, "
-              "average the squares, then take the exponential (chapter 06, section 3).",
+              "average the squares, then take the exponential (chapter 06, §4 the ladder layer step by step).",
          outputs=("δ_j",), wrong_answers=_GAMMA_WRONG, function="predict_activity", kind="prediction",
          returns_number=True, atol=0.005, rtol=0.0, answers=(ladder_activation,)),
     Task("06.ladder_forward", "Bug hunt: the ladder layer's forward pass", 2, _ref_ladder_forward, _ladder_cases,
          hint="s_j = Σ_i p_{j|i} · u_i f_{j|i} (eq. 1); u_j^reg = the rows of f_j^reg s_jᵀ, each squashed (eqs. 2–3); "
               "δ_j = exp(−γ · mean over the K rows of ‖u_{i|j}^reg − u_i‖²) (eq. 4); v_j = δ_j s_j / ‖s_j‖ "
-              "(chapter 06, sections 2 and 3).",
+              "(chapter 06, §3 weights from the code vector and §4 the ladder layer step by step).",
          outputs=("activities", "poses"), wrong_answers=_LADDER_WRONG,
          input_names=("selected", "propagation", "contributions", "regression"), function="ladder_forward",
          kind="bug hunt",
@@ -387,7 +387,7 @@ register(
          hint="regress the task's parts from s with the maps and squash each row (your regressed_rows, or the same "
               "by hand); the parts are squash(û + σ · noise), row by row; d = exp(−5.12 · mean over the K rows of "
               "the squared distances) per image; return the mean of d over the images as a number "
-              "(chapter 06, section 3).",
+              "(chapter 06, §4 the ladder layer step by step).",
          outputs=("mean activity",), wrong_answers=_EXPERIMENT_WRONG, function="activity_under_noise",
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
          answers=(regress, regressed_capsules, ladder_activation), allowed=("capsule_lab.capsules.squash",),

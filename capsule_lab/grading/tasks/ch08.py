@@ -214,6 +214,10 @@ _MCNEMAR_WRONG = (
                 "that is the chi-squared (normal) approximation, (b − c)²/(b + c), without the continuity "
                 "correction: on the few disagreements two routers have it is far off. Compute the exact binomial "
                 "tail."),
+    WrongAnswer("uncorrected approximation", lambda: _mcnemar_normal(*_predict_strings()),
+                "that is the chi-squared approximation without the continuity correction, (12 − 2)²/14 = 7.1 on one "
+                "degree of freedom: a two-sided p, but an approximation, and a rough one with 14 disagreements — the "
+                "exact test sums the binomial tail."),
     WrongAnswer("continuity-corrected approximation", lambda a, b: _mcnemar_normal(a, b, continuity=1.0),
                 "that is the chi-squared approximation with the continuity correction, (|b − c| − 1)²/(b + c): "
                 "close, but the task asks for the exact binomial test."),
@@ -240,6 +244,10 @@ _PREDICT_WRONG = (
                 "that is one tail of the test: McNemar's test is two-sided, so the other tail counts too."),
     WrongAnswer("P(X < 2)", lambda: _mcnemar_variant(*_predict_strings(), strict=True),
                 "the tail holds every split at least as uneven as the one observed, the observed split included."),
+    WrongAnswer("uncorrected approximation", lambda: _mcnemar_normal(*_predict_strings()),
+                "that is the chi-squared approximation without the continuity correction, (12 − 2)²/14 = 7.1 on one "
+                "degree of freedom: a two-sided p, but an approximation, and a rough one with 14 disagreements — the "
+                "exact test sums the binomial tail."),
     WrongAnswer("continuity-corrected approximation", lambda: _mcnemar_normal(*_predict_strings(), continuity=1.0),
                 "that is the continuity-corrected chi-squared approximation (|12 − 2| − 1)²/14: close, but not the "
                 "exact test — sum the binomial tail."),
@@ -367,7 +375,7 @@ register(
               "T = 0.1, as a Router (an nn.Module whose forward(votes, activations=None) returns a RoutingResult); "
               "plug it in with BenchEntry(lambda settings: YourRouter()), run run_router_bench on the given "
               "settings and data with custom={...}, cache=None, memory=False, and return the record's \"accuracy\" "
-              "(chapter 08, §1 ten routers, one backbone).",
+              "(chapter 08, §1 twelve routers, one backbone, and §3 running the bench).",
          outputs=("accuracy",), wrong_answers=_EXPERIMENT_WRONG, function="sharp_router_accuracy",
          kind="experiment", returns_number=True, atol=_EXP_BAND, rtol=0.0,
          answers=(dynamic_routing, _experiment_record, _SharpRouter.forward),
