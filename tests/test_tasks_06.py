@@ -304,3 +304,21 @@ def test_the_cases_can_be_built_while_the_answers_are_refused(task_id):
     task = get_task(task_id)
     with refused(task.refused):
         assert task.groups() and len(task.cases()) >= 1
+
+
+def test_the_written_questions_numbers_are_task_5s():
+    """06.mean_or_worst_part's rubric quotes the mean rule against the worst part's on task 5's parts (seed 0): each
+    number is recomputed here from the task's data (eq. 4 with the mean, and with the largest, squared distance)."""
+    from capsule_lab.capsules import squash
+    from capsule_lab.grading.tasks.ch06 import _experiment_data
+    from capsule_lab.grading.tasks.questions import QUESTIONS
+    rubric = QUESTIONS["06.mean_or_worst_part"].rubric[1]
+    s, maps, noise = _experiment_data(0)
+    raw = torch.einsum("nkde,ne->nkd", maps, s)
+    for sigma in (0.05, 0.1, 0.2):
+        squared = ((squash(raw) - squash(raw + sigma * noise)) ** 2).sum(dim=-1)
+        mean_rule = torch.exp(-5.12 * squared.mean(dim=-1)).mean().item()
+        worst = torch.exp(-5.12 * squared.max(dim=-1).values).mean().item()
+        quoted = (f"{mean_rule:.3f} against the worst part's {worst:.3f} at σ = {sigma:g}" if sigma == 0.05 else
+                  f"{mean_rule:.3f} against {worst:.3f} at σ = {sigma:g}")
+        assert quoted in rubric
