@@ -184,3 +184,17 @@ def test_grade_a_folder_right_wrong_and_endless(tmp_path, capsys):
     bob = json.loads((out / "bob.json").read_text())
     assert bob["tasks"]["01.margin_loss"]["status"] == "wrong"
     assert "averaged over the classes" in bob["tasks"]["01.margin_loss"]["hint"]
+
+
+def test_the_report_line_says_written_answers_are_answered_not_scored(capsys):
+    """A report line counts the written answers as answered and names their points as the instructor's to score:
+    'written answers 2/2' read like points earned."""
+    report = {"notebook": "05_rem.ipynb", "score": 9, "max_score": 9, "graded": True, "grading_error": None,
+              "timed_out": False,
+              "cell_errors": [], "limit_cells": [], "kernel_restarts": [], "aborted": None, "tasks": {},
+              "written": {"05.flip_entropy": {"status": "answered", "max_points": 1},
+                          "05.why_prune": {"status": "unanswered", "max_points": 2}}}
+    cli._print_report(report, 12)
+    out = capsys.readouterr().out
+    assert "1 of 2 written answers answered (3 points to score by hand in written.md, not in this score)" in out
+    assert "written answers 1/2" not in out

@@ -410,3 +410,19 @@ def test_a_wrong_dtype_is_advised_only_where_the_inputs_have_the_expected_one():
             "poses has dtype torch.float64, expected torch.float32 (keep the input's dtype)")
     mixed = (couplings, couplings.double())                           # inputs of two dtypes: no advice either way
     assert _mismatch("poses", couplings.double(), couplings, inputs=mixed).endswith("expected torch.float32")
+
+
+@pytest.mark.parametrize("chapter", ["05", "06", "07", "08"])
+def test_the_notebook_says_which_points_the_instructor_scores(chapter):
+    """Exercises 05-08 state the points the instructor scores by hand beside the checked ones, as the registry has
+    them: each prediction's reasoning and the written question, and that a report counts them as answered."""
+    import re
+    points = [q.points for q in questions_for_chapter(chapter)]
+    for folder in ("exercises", "solutions"):
+        path = next((Path(__file__).resolve().parents[1] / folder).glob(f"{chapter}_*.ipynb"))
+        intro = " ".join(nbformat.read(path, as_version=4).cells[0].source.split())
+        stated = re.search(r"\*\*Scored by hand\.\*\* (\d+) more points.*?prediction \((\d+)\) and the written "
+                           r"question at the end \((\d+)\)", intro)
+        assert stated, f"{path.name}: the intro does not say what the instructor scores"
+        assert int(stated.group(1)) == sum(points) and sorted(map(int, stated.groups()[1:])) == sorted(points)
+        assert "counts them as answered or not" in intro
