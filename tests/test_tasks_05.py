@@ -143,8 +143,13 @@ def _column(c, p):
     return c[torch.arange(c.shape[0]), :, p]
 
 
-def _entropy(keys, predictions, classes, joint=False, log=math.log2, over_all=False, sign=-1.0, by_sum=False):
-    ids = [(sum(k),) if by_sum else tuple(k) for k in keys.tolist()]
+def _entropy(keys, predictions, classes, joint=False, log=math.log2, over_all=False, sign=-1.0, by_sum=False,
+             base=None, big_endian=False):
+    """The entropies by hand; ``base``: each key read as one number in that base (levels from the left when
+    ``big_endian``), which merges keys once a level reaches the base."""
+    rows = [list(reversed(k)) if big_endian else k for k in keys.tolist()]
+    ids = [(sum(k),) if by_sum else (sum(v * base ** i for i, v in enumerate(k)),) if base else tuple(k)
+           for k in rows]
     preds = predictions.tolist()
     total = len(preds)
     h = []
@@ -240,6 +245,17 @@ def test_the_planted_bug_fails_every_case_group():
     assert fraction == 0 and failed == task.groups()
 
 
+@pytest.mark.parametrize("base, big_endian", [(10, False), (10, True), (11, False), (11, True)])
+def test_keys_read_as_numbers_in_a_small_base_fail(base, big_endian):
+    """A key read as one number in base 10 or 11 (from either end) merges keys once a level reaches the base: the
+    case of levels up to 20 refuses it; base 21 (above every level) is a right answer."""
+    wrong = check("05.class_entropy", lambda k, p, n: _entropy(k, p, n, base=base, big_endian=big_endian),
+                  verbose=False)
+    assert not wrong.passed and "levels up to 20" in wrong.message
+    assert check("05.class_entropy", lambda k, p, n: _entropy(k, p, n, base=21, big_endian=big_endian),
+                 verbose=False).passed
+
+
 def test_an_entropy_that_is_nan_for_unused_keys_gets_the_nonfinite_hint():
     def naive(keys, predictions, classes):
         _, key_id = torch.unique(keys, dim=0, return_inverse=True)
@@ -279,3 +295,19 @@ def test_the_cases_can_be_built_while_the_answers_are_refused(task_id):
     task = get_task(task_id)
     with refused(task.refused):
         assert task.groups() and len(task.cases()) >= 1
+
+
+def test_a_prune_that_overwrites_the_input_masks_fails_and_leaves_the_cases_alone():
+    """05.global_prune asks to leave the inputs as they are: the right masks written into the input masks and
+    returned fail every case (and the cases themselves stay as they were for the next run)."""
+    def in_place(weights, masks, amount):
+        for mask, new in zip(masks, _prune(weights, masks, amount)):
+            mask.copy_(new)
+        return tuple(masks)
+
+    task = get_task("05.global_prune")
+    before = [[m.clone() for m in case.args[1]] for case in task.cases()]
+    result = check("05.global_prune", in_place, verbose=False)
+    assert not result.passed and "changed its inputs in place" in result.message
+    assert check("05.global_prune", lambda w, m, a: _prune(w, m, a), verbose=False).passed
+    assert all(torch.equal(a, b) for case, kept in zip(task.cases(), before) for a, b in zip(case.args[1], kept))

@@ -36,14 +36,35 @@ class StubAnswer(Exception):
 
 
 def _clone_args(case: Case, requires_grad: bool) -> tuple:
-    out = []
-    for a in case.args:
+    """Fresh copies of the case's inputs: its tensors, also inside lists and tuples (a student's function that writes
+    into an input must not change the case for the next run)."""
+    def fresh(a):
         if isinstance(a, torch.Tensor):
             a = a.detach().clone()
             if requires_grad and a.is_floating_point():
                 a.requires_grad_(True)
-        out.append(a)
-    return tuple(out)
+            return a
+        if isinstance(a, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in a):
+            return type(a)(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a)
+        return a
+    return tuple(fresh(a) for a in case.args)
+
+
+def _tensors(args) -> list:
+    """The tensors among ``args``, also inside lists and tuples, in order."""
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += [x for x in a if isinstance(x, torch.Tensor)]
+    return out
+
+
+def _changed_inputs(case: Case, args: tuple) -> bool:
+    """Whether the function changed any of its input tensors in place (compared with the case's own)."""
+    return any(before.shape != after.shape or not torch.equal(before, after.detach())
+               for before, after in zip(_tensors(case.args), _tensors(args)))
 
 
 def _structure(task: Task, result) -> tuple:
@@ -104,6 +125,9 @@ def evaluate(task: Task, fn: Callable, case: Case, weights: list | None, student
         kind = "refused" if isinstance(err, AnswerRefused) else "error"
         caller = _refused_by(err) if kind == "refused" else ""
         return Evaluation(error=f"raised {type(err).__name__}: {err}{caller}", kind=kind)
+    if student and task.keeps_inputs and _changed_inputs(case, args):
+        return Evaluation(error="your function changed its inputs in place: the task asks to leave them as they "
+                                "are and return new tensors", kind="wrong")
     try:
         outputs = _structure(task, result)
     except ValueError as err:

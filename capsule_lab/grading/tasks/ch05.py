@@ -223,9 +223,10 @@ def _entropy_cases() -> list:
     same = torch.tensor([[3, 0, 10, 1]]).repeat(12, 1)
     distinct = torch.tensor([[(m >> b) & 1 for b in range(5)] for m in range(24)])      # 24 different keys
     distinct_pred = torch.tensor([0] * 4 + [2] * 8 + [5] * 12)[torch.randperm(24, generator=g)]
-    # levels up to 20: keys that differ although a base-10 number made of their levels is the same
+    # levels up to 20: keys that differ although a number made of their levels in base 10 or 11, read from either
+    # end, is the same (a key is a tuple of levels; a base below K + 1 merges keys once a level reaches it)
     wide = torch.tensor([[10, 0, 0], [0, 1, 0], [3, 2, 0], [3, 2, 0],          # class 0: A, B, C, C
-                         [12, 3, 1], [2, 4, 1], [15, 20, 0], [5, 1, 2],        # class 1: four keys
+                         [0, 0, 10], [0, 1, 0], [11, 0, 0], [0, 0, 11],        # class 1: four keys
                          [7, 7, 7], [7, 7, 7], [20, 0, 0], [0, 2, 0]])         # class 2: A, A, B, C
     return [
         Case("random keys (N=60, I=3, levels 0-2), classes 0-3 of J = 5",
@@ -517,7 +518,7 @@ register(
               "with the smallest |w| (one threshold for all of them); a weight pruned before stays pruned; return "
               "the three new bool masks (chapter 05, §4 pruning by hand).",
          outputs=("conv mask", "primary mask", "class-capsule mask"), wrong_answers=_PRUNE_WRONG,
-         function="global_prune", answers=(global_magnitude_prune,)),
+         function="global_prune", answers=(global_magnitude_prune,), keeps_inputs=True),
     Task("05.entropy_vs_iterations", "Mini-experiment: the entropy of dynamic routing's parse trees against the "
          "iterations", 2, _ref_entropy_vs_iterations, _experiment_cases,
          hint="route the task's votes, take each image's predicted class from the lengths of the poses, its key with "

@@ -94,6 +94,8 @@ class Task:
     pass. A task is thus checked and graded on its own function: an earlier one it calls is the student's if
     that passes, else the stand-in, and the message says so (:func:`~capsule_lab.grading.engine.checking.check`,
     :func:`~capsule_lab.grading.engine.evaluation.score_functions`). One mistake costs one task.
+    ``keeps_inputs``: the task asks to leave the inputs as they are; a function that writes into one (a tensor, or
+    one in a list) fails the case, whatever it returns.
 
     A bug hunt's check shows the symptom only (the failing case, expected against got), never a known mistake's
     hint nor the definition it breaks; after :data:`~capsule_lab.grading.engine.checking.PLACE_HINT_AFTER` failed checks
@@ -120,6 +122,7 @@ class Task:
     place_hint: str = ""
     uses: tuple = ()
     stand_in: Callable | None = None
+    keeps_inputs: bool = False
 
     @property
     def chapter(self) -> str:
