@@ -55,6 +55,49 @@ def test_three_kinds_of_task(chapter):
             assert t.returns_number and (t.atol is not None or t.rtol is not None), t.id
 
 
+def _defined(source: str, filename: str) -> dict:
+    """Run a cell's ``source`` as a notebook does, its source readable by inspect (IPython keeps each cell in
+    linecache), and return what it defined."""
+    import linecache
+    namespace: dict = {}
+    exec("import torch\nimport torch.nn.functional as F\nfrom math import comb\n", namespace)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_second_hint_describes_the_function_in_front_of_it(chapter):
+    """A bug hunt's second hint is the place hint while the given code's planted lines are all there, names the
+    planted lines left once some are fixed, and names no line once none is left — the solution, and the solution
+    with a new mistake of the student's own (one more iteration, or any edit), get NO_LINE_HINT."""
+    from capsule_lab.grading.engine.checking import NO_LINE_HINT, _code, second_hint
+    master = notebook("solutions", chapter)
+    for task in [t for t in tasks_for_chapter(chapter) if t.kind == "bug hunt"]:
+        given_cell = next(c.source for c in notebook("exercises", chapter).cells
+                          if c.cell_type == "code" and f"def {task.function}(" in c.source)
+        assert all(_code(line) in _code(given_cell) for line, _ in task.planted), f"{task.id}: planted lines"
+        given = _defined(given_cell, f"<given {task.id}>")[task.function]
+        assert second_hint(task, given) == task.place_hint
+        solved_cell = next(c.source for c in master.cells if c.cell_type == "code" and f"def {task.function}(" in c.source)
+        solved = _defined(solved_cell, f"<solved {task.id}>")[task.function]
+        assert second_hint(task, solved) == NO_LINE_HINT
+        if len(task.planted) > 1:                   # one planted line fixed: the hint names the other, only it
+            line, where = task.planted[0]
+            fixed_one = given_cell.replace(line, solved_line(solved_cell, line))
+            hint = second_hint(task, _defined(fixed_one, f"<half {task.id}>")[task.function])
+            assert where not in hint and task.planted[1][1] in hint and hint.startswith("1 of the given code's")
+    assert second_hint(TASKS["02.dynamic_routing"], lambda votes: votes) == NO_LINE_HINT     # no readable source
+
+
+def solved_line(solved_cell: str, planted: str) -> str:
+    """The solution's line that takes the place of the planted ``planted`` (the one assigning the same name)."""
+    target = planted.split("=")[0].strip()
+    block = SOLUTION.search(solved_cell).group(1)
+    return next(line.strip().split("#")[0].rstrip() for line in block.splitlines()
+                if "=" in line and target in [x.strip() for x in line.split("=")[0].split(",")])
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_a_bug_hunt_shows_the_symptom_never_the_fix_or_the_line(chapter, monkeypatch):
     """The exercise's given (buggy) function, checked as it stands: the first message gives the failing case with
@@ -70,8 +113,7 @@ def test_a_bug_hunt_shows_the_symptom_never_the_fix_or_the_line(chapter, monkeyp
         assert cells and GIVEN.search(cells[0]), f"{task.id}: no '# BEGIN GIVEN' block in the master's cell"
         given_cell = next(c.source for c in notebook("exercises", chapter).cells
                           if c.cell_type == "code" and f"def {task.function}(" in c.source)
-        namespace: dict = {}
-        exec("import torch\nimport torch.nn.functional as F\nfrom math import comb\n" + given_cell, namespace)
+        namespace = _defined(given_cell, f"<given {task.id}>")
         lines = [line for line in significant(GIVEN.search(cells[0]).group(1).replace("#", "", 1))
                  + [x for block in SOLUTION.findall(cells[0]) for x in significant(block)] if len(line) > 12]
         for attempt in range(1, checking.PLACE_HINT_AFTER + 1):

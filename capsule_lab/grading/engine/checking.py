@@ -23,7 +23,9 @@ can change anything. The grader (:mod:`.evaluation`) uses the same three steps a
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
@@ -32,15 +34,42 @@ from ..tasks.registry import Task, get_task
 from .judging import credit, earned_points, verdict
 from .running import NOT_IMPLEMENTED, Expected, StubAnswer, describe_value, expected, run_student
 
-__all__ = ["PLACE_HINT_AFTER", "GRADING_KERNEL_ENV", "CheckResult", "check", "stand_ins", "stand_in_name",
-           "stand_in_note"]
+__all__ = ["PLACE_HINT_AFTER", "NO_LINE_HINT", "second_hint", "GRADING_KERNEL_ENV", "CheckResult", "check",
+           "stand_ins", "stand_in_name", "stand_in_note"]
 
 #: Set (to "1") in the environment of the kernel ``capsule-lab grade`` runs a notebook in: there a ``check(...)``
 #: cell only prints that it was not run — the grade comes from the grader's own evaluation, and a check that trains
 #: networks (08's mini-experiment) would only double the time.
 GRADING_KERNEL_ENV = "CAPSULE_LAB_GRADING_KERNEL"
-#: After this many failed checks of a bug hunt in one kernel, the check adds the task's ``place_hint``.
+#: After this many failed checks of a bug hunt in one kernel, the check adds its second hint (:func:`second_hint`).
 PLACE_HINT_AFTER = 3
+
+#: The second hint where none of the given code's wrong lines is left in the student's function, or its source
+#: cannot be read: it names no line.
+NO_LINE_HINT = ("the given code's wrong lines are no longer in your function as given; what the check shows now comes "
+                "from the function as it is: compare it, step by step, with the task's list.")
+
+
+def _code(source: str) -> str:
+    """``source`` without comments and whitespace, for finding a line in it."""
+    return re.sub(r"\s+", "", "\n".join(line.split("#", 1)[0] for line in source.splitlines()))
+
+
+def second_hint(task: Task, fn: Callable) -> str:
+    """A bug hunt's second hint for the function in front of it: ``task.place_hint`` while every planted line of the
+    given code is still in ``fn`` (comments and spacing aside), the places of those left where some are fixed,
+    :data:`NO_LINE_HINT` where none is left or ``fn``'s source cannot be read. Chapters 01-08 (the exercises)."""
+    try:
+        code = _code(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return NO_LINE_HINT
+    left = [where for line, where in task.planted if _code(line) in code]
+    if len(left) == len(task.planted):
+        return task.place_hint
+    if left:
+        return (f"{len(task.planted) - len(left)} of the given code's {len(task.planted)} wrong lines "
+                f"{'is' if len(task.planted) - len(left) == 1 else 'are'} changed; still as given: {'; '.join(left)}.")
+    return NO_LINE_HINT
 
 _FAILED_CHECKS: dict = {}  # bug hunt id → failed checks in this process (the place hint comes after a few)
 
@@ -196,7 +225,7 @@ def check(task_id: str, fn: Callable, verbose: bool = True) -> CheckResult:
     if not passed and task.kind == "bug hunt" and problem != NOT_IMPLEMENTED:
         _FAILED_CHECKS[task.id] = _FAILED_CHECKS.get(task.id, 0) + 1
         if _FAILED_CHECKS[task.id] >= PLACE_HINT_AFTER:     # repeated failures: narrow the place, never the fix
-            hint = f"{hint} Second hint: {task.place_hint}"
+            hint = f"{hint} Second hint: {second_hint(task, fn)}"
     message = f"passed all {len(task.cases())} cases" if passed else f"{problem} — hint: {hint}"
     if not passed and fraction > 0:
         message += f" (case groups failed: {', '.join(failed)})"

@@ -320,8 +320,9 @@ register(
               "(chapter 01, 'Regrouping channels into capsules').",
          outputs=("capsules",), wrong_answers=_PRIMARY_WRONG, function="primary_capsules",
          answers=(conv_to_capsules,), kind="bug hunt",
-         place_hint=("the shapes are right and so is the last reshape's target; print which channels end up in capsule 0 "
-                    "and compare with the chapter's picture of the regrouping.")),
+         place_hint=("the wrong line regroups the channels: print which channels end up in capsule 0 and compare with "
+                    "the chapter's picture of the regrouping."),
+         planted=(("x = conv_out.reshape(B, C, capsule_dim, H * W)", "the line that regroups the channels"),)),
     Task("01.equal_length", "Prediction: the length ten undecided capsules settle at", 1, _ref_equal_length,
          lambda: [Case("your prediction", (), grad="none")],
          hint="write the loss of one image whose ten class capsules all have length ℓ (one present, nine "

@@ -272,8 +272,8 @@ register(
          outputs=("poses",), wrong_answers=_DYNAMIC_WRONG,
          nonfinite_hint="nan or inf: check the softmax at large logits and the squash at s = 0.",
          input_names=("votes",), function="dynamic_routing", answers=_ROUTING, kind="bug hunt",
-         place_hint=("the logits start right and the squash is right; the wrong line is inside the loop, before the "
-                    "weighted sum."),
+         place_hint="the wrong line is inside the loop, before the weighted sum.",
+         planted=(("c = torch.softmax(logits, dim=-1)", "a line inside the loop, before the weighted sum"),),
          allowed=("capsule_lab.capsules.squash",)),
     Task("02.predict_coupling", "Prediction: a coupling after one update", 1, _ref_predict_coupling,
          lambda: [Case("your prediction", (), grad="none")],

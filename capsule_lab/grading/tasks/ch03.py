@@ -290,8 +290,8 @@ register(
          outputs=("poses",), wrong_answers=_DETACHED_WRONG,
          nonfinite_hint="compute the softmax stably (torch.softmax) and the squash with ε inside the square root.",
          input_names=("votes",), function="routing", kind="bug hunt",
-         place_hint=("the forward values are already Sabour's; look at which tensors of the loop the backward pass can "
-                    "still reach when detach=True."),
+         place_hint="look at which tensors of the loop the backward pass can still reach when detach=True.",
+         planted=(("target = v.detach() if detach else v", "the line that decides what detach=True cuts"),),
          answers=(dynamic_routing, vote_free_routing, routing_step, DynamicRouter.forward, DynamicRouter.route_weights,
                   generic_routing, dynamic_routing_generic),
          allowed=("capsule_lab.capsules.squash",), stand_in=_stand_in_routing),

@@ -297,7 +297,8 @@ register(
          hint="dyr compares, for every coupling, its spread over the k images with that of a perfect routing; "
               "a routing that never changes has dyr = 0, a perfect one 1 (chapter 04, §3 the paper's measurements, routing dynamics).",
          outputs=("dyr",), wrong_answers=_DYR_WRONG, input_names=("couplings",), function="dyr", kind="bug hunt",
-         place_hint=("n and the normalising denominator are right; the wrong line measures the spread: print its shape."),
+         place_hint="the wrong line measures the spread: print its shape.",
+         planted=(("spread = couplings.std(dim=-1, correction=0)", "the line that measures the spread"),),
          answers=(routing_dynamics, routing_dynamics_per_capsule)),
     Task("04.dead_capsules", "The dead-capsule mask", 1, _ref_dead, _dead_cases,
          hint="capsule j is dead when the mean μ_j and the standard deviation σ_j (ddof 0) of its norm over the k "

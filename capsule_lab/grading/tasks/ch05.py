@@ -504,7 +504,10 @@ register(
                         "never predicted has H_j = 0.",
          function="class_entropy", kind="bug hunt",
          place_hint=("two lines are wrong: one decides which keys are the same parse tree, one turns the counts into "
-                     "frequencies; the table of counts, the entropy's terms and the mean are right."),
+                     "frequencies."),
+         planted=(("key_id = keys @ 10 ** torch.arange(keys.shape[1])",
+                   "the line that decides which keys are the same parse tree"),
+                  ("p = counts / counts.sum()", "the line that turns the counts into frequencies")),
          answers=_REM_ANSWERS, stand_in=_stand_in_class_entropy),
     Task("05.flip_entropy", "Prediction: the entropy of couplings at the uniform 1/J with K = 6", 1,
          _ref_flip_entropy, lambda: [Case("your prediction", (), grad="none")],

@@ -350,9 +350,8 @@ _EXPERIMENT_WRONG = (
 register(
     Task("06.top_k", "The pruning layer: the K most active capsules and the code vector", 2, _ref_top_k,
          _top_k_cases,
-         hint="rank the n capsules by their length ‖u_i‖, most active first, ties to the lower index (a stable sort); "
-              "keep the first K, put them back in ascending index order as the rows of U_K, and set z_i = 1.0 where "
-              "capsule i was kept, 0.0 elsewhere, in u's dtype (chapter 06, §2 the pruning layer by hand).",
+         hint="a capsule's activity is its length; reread the task's rules for ties, for the order of U_K's rows and "
+              "for the code vector's values and dtype (chapter 06, §2 the pruning layer by hand).",
          outputs=("selected", "code"), wrong_answers=_TOP_K_WRONG, input_names=("u",), function="prune_capsules",
          answers=_TOP_K_ANSWERS),
     Task("06.regression", "Eqs. 2–3: the kept capsules regressed from each class pose, row by row squashed", 2,
@@ -380,7 +379,10 @@ register(
          input_names=("selected", "propagation", "contributions", "regression"), function="ladder_forward",
          kind="bug hunt",
          place_hint=("two lines are wrong: one feeds eq. 2's regression, one loses an axis when there is a single "
-                     "class; s_j, the squash and the squared errors are right."),
+                     "class."),
+         planted=(('raw = torch.einsum("bjkde,bje->bjkd", regression, s / length)', "the line that feeds eq. 2's regression"),
+                  ("error = ((rows - selected.unsqueeze(1)) ** 2).sum(dim=-1).mean(dim=-1).squeeze()",
+                   "the line that loses an axis when there is a single class")),
          answers=_LADDER_ANSWERS),
     Task("06.activity_under_noise", "Mini-experiment: how fast the activity falls as the parts move", 2,
          _ref_activity_under_noise, _experiment_cases,

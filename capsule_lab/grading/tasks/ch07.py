@@ -393,8 +393,8 @@ register(
          answers=(gaussian_mixture_kernel, kernel_matrix)),
     Task("07.predict_coupling", "Prediction: how much of an output a weak but well-placed input gets", 1,
          _ref_predict_coupling, lambda: [Case("your prediction", (), grad="none")],
-         hint="eq. 11 with two inputs: c_1j = w_1 / (w_1 + w_2) with w_i = a_i^{λ2/(λ1+λ2)} exp(k_ij/(λ1+λ2)); "
-              "here λ2/(λ1+λ2) = ½ and 1/(λ1+λ2) = 2 (chapter 07, similarity routing).",
+         hint="the closed form (S4) of chapter 07, §2 routing as clustering, with two inputs: work out what each "
+              "input's weight is made of, and which part of it the weak input loses and the well-placed one gains.",
          outputs=("c_1j",), wrong_answers=_PREDICT_WRONG, function="predict_coupling", kind="prediction",
          returns_number=True, atol=0.01, rtol=0.0, answers=(closed_form_couplings, closed_form_logits)),
     Task("07.similarity_loop", "Bug hunt: similarity routing written as a loop", 2, _ref_similarity_loop,
@@ -406,7 +406,9 @@ register(
          input_names=("votes", "activations", "length_scales", "mixing_logits"), function="similarity_routing_loop",
          kind="bug hunt",
          place_hint=("two lines are wrong: one before the loop, and one inside it, where the compatibilities become "
-                     "couplings; the kernel, the logits and the poses' formula are right."),
+                     "couplings."),
+         planted=(("c = torch.full((B, I, J), 1.0 / I)", "a line before the loop"),
+                  ("c = torch.softmax(r, dim=-1)", "the line inside the loop where the compatibilities become couplings")),
          answers=_LOOP_ANSWERS),
     Task("07.entropy_vs_lambda", "Mini-experiment: how λ1 softens the clusters", 2, _ref_entropy_vs_lambda,
          _experiment_cases,

@@ -359,7 +359,9 @@ register(
               "p = min(1, 2 · P(X ≤ min(b, c))) for X ~ Binomial(b + c, ½), and p = 1 when b + c = 0 (chapter 08, "
               "§6 is a difference real?).",
          outputs=("p-value",), wrong_answers=_MCNEMAR_WRONG, function="mcnemar_p", kind="bug hunt",
-         place_hint=("two lines are wrong; b and c are counted right: look at the lines that use them."),
+         place_hint="two lines are wrong: the one that counts the trials and the one that sums the tail.",
+         planted=(("n = len(correct_a)", "the line that counts the trials"),
+                  ("tail = sum(comb(n, k) for k in range(b + 1)) / 2 ** n", "the line that sums the tail")),
          returns_number=True, answers=(mcnemar_test, pooled_mcnemar_test)),
     Task("08.predict_p_value", "Prediction: is 12 against 2 a difference?", 1, _ref_predict_p_value,
          lambda: [Case("your prediction", (), grad="none")],

@@ -99,7 +99,11 @@ class Task:
 
     A bug hunt's check shows the symptom only (the failing case, expected against got), never a known mistake's
     hint nor the definition it breaks; after :data:`~capsule_lab.grading.engine.checking.PLACE_HINT_AFTER` failed checks
-    it adds ``place_hint``, which narrows where the bug is, never how to fix it.
+    it adds a second hint, which narrows where the bug is, never how to fix it, and describes the code in front of
+    it: ``planted`` holds the given code's wrong lines, each with where it is (``(code, where)``); while all of them
+    are still in the student's function the second hint is ``place_hint``, where some are fixed it names those
+    left, and where none is left (or the source cannot be read) it names no line
+    (:func:`~capsule_lab.grading.engine.checking.second_hint`).
     """
 
     id: str
@@ -120,6 +124,7 @@ class Task:
     rtol: float | None = None
     atol: float | None = None
     place_hint: str = ""
+    planted: tuple = ()
     uses: tuple = ()
     stand_in: Callable | None = None
     keeps_inputs: bool = False
@@ -171,6 +176,10 @@ def register(*tasks: Task) -> None:
             raise ValueError(f"task {task.id!r}: kind must be one of {list(KINDS)}, got {task.kind!r}")
         if task.kind == "bug hunt" and not task.place_hint.strip():
             raise ValueError(f"task {task.id!r}: a bug hunt needs a place_hint (where to look, never the fix)")
+        if task.kind == "bug hunt" and not (task.planted and all(
+                isinstance(p, tuple) and len(p) == 2 and all(isinstance(x, str) and x.strip() for x in p)
+                for p in task.planted)):
+            raise ValueError(f"task {task.id!r}: a bug hunt needs its planted lines, (code, where) for each")
         for used in task.uses:
             earlier = TASKS.get(used)
             if earlier is None or earlier.chapter != task.chapter or earlier.stand_in is None:
