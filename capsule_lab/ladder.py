@@ -6,9 +6,9 @@ from .layers.ladder import (GAMMA, EPSILON, PrunedCapsules, ConstructedWeights, 
                             code_vector, top_k_capsules, solve_gamma, table1_widths, propagate, regress,
                             regressed_capsules, ladder_activation, ladder_poses, ladder_loss, CodeMLP, CodeWeights,
                             PruningLayer, LadderLayer)
-from .measures.activity import (most_active_couplings, activity_profile, middle_share)
+from .measures.activity import most_active_couplings, activity_profile
 
 __all__ = ["GAMMA", "EPSILON", "PrunedCapsules", "ConstructedWeights", "LadderResult", "capsule_activity",
            "code_vector", "top_k_capsules", "solve_gamma", "table1_widths", "propagate", "regress",
            "regressed_capsules", "ladder_activation", "ladder_poses", "ladder_loss", "CodeMLP", "CodeWeights",
-           "PruningLayer", "LadderLayer", "most_active_couplings", "activity_profile", "middle_share"]
+           "PruningLayer", "LadderLayer", "most_active_couplings", "activity_profile"]

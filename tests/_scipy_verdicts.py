@@ -55,7 +55,8 @@ def scipy_outcomes(records, claims, ceiling=None, alpha=0.05, setting=None, clas
         seeds = sorted({s for n, s in by if n == claim.a} & {s for n, s in by if n == claim.b})
         measure = MEASURES[claim.measure]
         lower, log = measure.lower_is_better, measure.log
-        out = any(by[n, s].get("untestable") for n in (claim.a, claim.b) for s in seeds)
+        out = any(by[n, s].get("untestable") or by[n, s].get("untestable_for", {}).get(claim.measure)
+                  for n in (claim.a, claim.b) for s in seeds)
         out = out or any(not setting[p.key][0] for p in claim.premises)
         timed = measure.unit == "times"
         if not timed:

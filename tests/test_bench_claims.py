@@ -134,7 +134,7 @@ def test_describe_prints_units_and_the_pooled_mcnemar():
     assert advantage(timing, math.log(2)) == "2.00× as fast"
     # a share: positive advantage = A better, which is A higher where higher is better and A lower where lower is
     for measure, better, worse in (("on_object", "higher", "lower"), ("coupling", "higher", "lower"),
-                                   ("middle_share", "lower", "higher"), ("dead_rate", "lower", "higher")):
+                                   ("middling", "lower", "higher"), ("dead_rate", "lower", "higher")):
         share = Claim("course", "06", "our question", "A", False, "-", "A?", "A", "B", measure, "better", "-",
                          origin="course")
         assert advantage(share, 0.012) == f"+0.012 (A 0.012 {better})"

@@ -231,17 +231,6 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
 
 # ------------------------------------------------------------------ the verdict table (LADDER_CLAIMS)
 
-def test_middle_share_by_hand():
-    from capsule_lab.measures.activity import middle_share
-    assert middle_share([0.95, 0.5, 0.2, 0.05]) == 0.5               # 0.5 and 0.2 lie strictly inside (0.1, 0.9)
-    assert middle_share([0.9, 0.1, 0.3]) == pytest.approx(1 / 3)      # the bounds themselves are high or low
-    assert middle_share(torch.tensor([0.99, 0.98]), low=0.1, high=0.99) == 0.5
-    with pytest.raises(ValueError, match="non-empty 1-D"):
-        middle_share([])
-    with pytest.raises(ValueError, match="0 <= low < high <= 1"):
-        middle_share([0.5], low=0.9, high=0.1)
-
-
 def test_activity_drop_by_hand_and_against_a_loop():
     from capsule_lab.measures.activity import activity_drop
     # three images of four capsules, lengths set by hand: a clean split after rank 2, a slow fall, all on
@@ -283,19 +272,39 @@ def test_study_networks_start_as_train_network_starts_them_and_time_by_the_rule(
 
 def test_claim_records_are_the_shipped_runs_numbers():
     import numpy as np
-    from capsule_lab.studies.ladder import ladder_claim_records
+    from capsule_lab.studies.ladder import FIT_MATCHED, ladder_claim_records
     shipped = shipped_ladder_runs()
     k = shipped["provenance"]["settings"]["ladder"]["k"]
     records = ladder_claim_records(shipped)
     networks = [r for r in records if r["router"] in shipped["runs"]]
     assert len(networks) == sum(len(seeds) for seeds in shipped["runs"].values())
+    n = shipped["provenance"]["settings"]["ladder"]["primary_types"] * 12 ** 2    # 40×40 → 32×32 → a 12×12 grid per type
     for r in networks:
         run = shipped["runs"][r["router"]][str(r["seed"])]
-        profile = np.array(run["activity_profile"])
-        assert r["middle_share"] == pytest.approx(np.mean((profile > 0.1) & (profile < 0.9)))
+        drops, middling = np.array(run["drop_rank"]), np.array(run["middling"])
+        assert len(drops) == len(middling) > 500                         # one per training image of digit 0
+        assert r["middling"] == pytest.approx(np.mean(middling / n))
+        split = np.mean((drops > 0) & (drops < n))
+        assert r["split"] == pytest.approx(split) and r["drop_rank"] in drops
+        assert np.sum(drops < r["drop_rank"]) <= len(drops) / 2 <= np.sum(drops <= r["drop_rank"])     # the median
+        assert ("middling" in r.get("untestable_for", {})) == (split <= 0.5)
         assert r["accuracy"] == run["clean_accuracy"] and r["train_accuracy"] == run["train_accuracy"]
         assert r["correct"] == run["clean_correct"] and r["train_step_ms"] == pytest.approx(1000 * run["step_seconds"])
-    groups = [r for r in records if r["router"] not in shipped["runs"]]
+    # the CapsNet read where its training accuracy first reaches the L-CapsNet's last, counted by hand
+    matched = [r for r in records if r["router"] == FIT_MATCHED]
+    assert len(matched) == len(shipped["runs"]["capsnet r=3"])
+    for r in matched:
+        capsnet, ladder = (shipped["runs"][name][str(r["seed"])] for name in ("capsnet r=3", f"ladder K={k}"))
+        epoch = len(capsnet["train_accuracy"])
+        for e, accuracy in enumerate(capsnet["train_accuracy"], start=1):
+            if accuracy >= ladder["train_accuracy"][-1]:
+                epoch = e
+                break
+        assert r["epoch"] == epoch and r["ladder_fit"] == ladder["train_accuracy"][-1]
+        assert r["accuracy"] == capsnet["clean_by_epoch"][epoch - 1]
+        assert r["affine_accuracy"] == capsnet["affine_by_epoch"][epoch - 1]
+        assert r["fit"] >= r["ladder_fit"] or epoch == len(capsnet["train_accuracy"])
+    groups = [r for r in records if r["router"] not in shipped["runs"] and r["router"] != FIT_MATCHED]
     assert {r["router"] for r in groups} == {"capsnet r=3 top-K", "capsnet r=3 rest", "capsnet matched top-K",
                                              "capsnet matched rest"}
     for r in groups:
@@ -314,11 +323,16 @@ def test_claim_records_are_the_shipped_runs_numbers():
 def test_the_verdicts_are_scipys_and_the_tables_numbers_are_the_runs():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.studies.ladder import LADDER_CLAIMS, ladder_claim_records, ladder_verdicts
+    from capsule_lab.studies.ladder import (FIT_MATCHED, LADDER_CLAIMS, ladder_claim_records, ladder_verdicts,
+                                            shipped_ladder_timing)
     shipped = shipped_ladder_runs()
     assert len(shipped["provenance"]["seeds"]) >= 3
-    rows = ladder_verdicts(shipped)
-    assert [r.verdict.outcome for r in rows] == scipy_outcomes(ladder_claim_records(shipped), LADDER_CLAIMS)
+    timing = shipped_ladder_timing()["records"]
+    rows = ladder_verdicts(shipped, timing=timing)
+    assert [r.verdict.outcome for r in rows] == scipy_outcomes(ladder_claim_records(shipped) + timing, LADDER_CLAIMS)
+    assert [r.verdict.outcome for r in ladder_verdicts()] == [r.verdict.outcome for r in rows]  # the shipped pair
+    untimed = next(r for r in ladder_verdicts(shipped, timing=[]) if r.claim.measure == "train_step_ms")
+    assert untimed.verdict.reason.startswith("the timing rule is not met")
     # the parameter ratio and the matched dimension the claims' "differs" state are the shipped networks'
     runs = shipped["runs"]
     ratio = runs["ladder K=32"]["0"]["parameters"] / runs["capsnet r=3"]["0"]["parameters"]
@@ -328,7 +342,10 @@ def test_the_verdicts_are_scipys_and_the_tables_numbers_are_the_runs():
     dim = f"dimension {shipped['provenance']['settings']['matched']['class_dim']} against 16"
     assert all(dim in c.differs and "within 1 %" in c.differs for c in LADDER_CLAIMS if "capsnet matched" in (c.a, c.b))
     # every claim is the paper's, and every network a claim names is in the run
-    assert all(c.origin == "paper" and c.quoted for c in LADDER_CLAIMS)
+    assert all(c.quoted for c in LADDER_CLAIMS if c.origin == "paper")
+    # the course's rows are the fit-matched reading of the paper's accuracy rows, and say so
+    course = [c for c in LADDER_CLAIMS if c.origin == "course"]
+    assert len(course) == 2 and all(FIT_MATCHED in (c.a, c.b) and "earlier epoch" in c.differs for c in course)
 
 
 def _script():

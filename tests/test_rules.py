@@ -210,6 +210,13 @@ def test_one_seed_or_a_record_that_cannot_be_compared():
     noted = pair(0.99, 0.95)
     noted[-1] = dict(noted[-1], accuracy=None, untestable="no matching epoch")
     assert "B: no matching epoch" in outcome(noted, claim()).reason
+    # a record that cannot be compared on one measure only: that measure's rows are not testable, the others are
+    split = [dict(r, middling=0.1 + 0.01 * r["seed"] if r["router"] == "A" else 0.4) for r in pair(0.99, 0.95)]
+    split[-1] = dict(split[-1], middling=0.0, untestable_for={"middling": "no split"})
+    v = outcome(split, claim("middling"))
+    assert v.outcome == "not testable" and v.reason == "B: no split"
+    assert outcome(split, claim()).outcome == "supported"
+    assert scipy_outcomes(split, [claim("middling"), claim()]) == ["not testable", "supported"]
 
 
 # ------------------------------------------------------------------------------------------------ the pieces

@@ -50,7 +50,6 @@ from .. import __version__
 from .. import training
 from .._checks import check_folders, check_one_of, check_positive_int
 from ..evidence.stats import correct_string
-from ..measures.cost import training_step_seconds
 from ..studies import depth as depth_study
 from ..studies import ladder as ladder_study
 from ..studies import learned_routing as learned_routing_study
@@ -68,8 +67,6 @@ FORMAT = 1
 #: The seeds of chapters 06 and 07, whose settings name none: as many as their shipped longer runs have
 #: (``ladder_runs.json``: 5; ``routing_runs.json``: 3).
 SEEDS_06, SEEDS_07 = (0, 1, 2, 3, 4), (0, 1, 2)
-#: The training images chapter 06's step time is measured on: the ladder paper's Table 3 times one iteration on 100.
-STEP_BATCH = 100
 
 
 class Task(NamedTuple):
@@ -156,23 +153,9 @@ def _ladder_networks(settings) -> dict:
 
 def _ladder_record(settings, spec, seed, data, device, amp, checkpoint) -> dict:
     config, name = spec
-    train, clean, _ = data
-    net = ladder_study.train_network(config, settings, data, seed, device, amp, name=name, checkpoint=checkpoint)
-    images, labels = (t[:STEP_BATCH].to(device) for t in train.tensors[:2])
-    timing = training_step_seconds(net.model(device), images, labels, repeats=settings.bench_repeats, amp=amp)
-    profile = ladder_study.activity_profiles({net.name: net}, train, settings.profile_digit, settings.profile_top)
-    run = {"clean_accuracy": net.clean_accuracy, "affine_accuracy": net.affine_accuracy,
-           "clean_correct": net.clean_correct, "affine_correct": net.affine_correct, "parameters": net.parameters,
-           "seconds": net.seconds, "train_loss": net.history.train_loss, "train_accuracy": net.history.train_accuracy,
-           "activity_profile": [round(float(a), 5) for a in profile[net.name]],
-           "step_seconds": timing["median_s"], "device": timing["device"], "threads": timing["threads"]}
-    if not net.is_ladder:
-        digits = clean.tensors[0][clean.tensors[1] == settings.profile_digit]
-        lengths, couplings = ladder_study.coupling_profile(net.model(device), digits, settings.profile_digit,
-                                                           settings.coupling_top)
-        run["coupling_lengths"] = [round(float(a), 5) for a in lengths]
-        run["couplings"] = [round(float(c), 6) for c in couplings]
-    return run
+    net = ladder_study.train_network(config, settings, data, seed, device, amp, name=name, checkpoint=checkpoint,
+                                     track_test=True)
+    return ladder_study.run_record(net, settings, data, device, amp)
 
 
 def _by_network(items) -> dict:

@@ -81,14 +81,15 @@ CEILING_BITS = 0.5
 #: The number of classes J of every dataset the course trains on (MNIST, Fashion-MNIST and their variants), so chance is 1/10.
 CLASSES = 10
 
-#: The measures a claim may name. ``affine_drop`` is clean minus affine accuracy (chapter 06); ``middle_share`` the
-#: share of the most active primary capsules whose mean activity is neither high nor low (chapter 06, Figure 4);
+#: The measures a claim may name. ``affine_drop`` is clean minus affine accuracy (chapter 06); ``middling`` the
+#: share of an image's primary capsules whose activity is neither high nor low, averaged over the images (chapter 06,
+#: Figure 4; a record without a split — its capsules' activity never falls below one half, or is below it from the
+#: first — is untestable for it, ``"untestable_for"``);
 #: ``dead_rate`` the share of a layer's (or the hidden layers') capsules that are dead (chapter 04); ``on_object`` the
 #: share of a saliency map's mass on the object's pixels (chapter 05); ``coupling`` a group of capsules' mean
 #: coupling coefficient to the right class (chapter 06, Figure 1); ``affine_entropy`` the parse-tree entropy on the
 #: affine test digits (chapter 05, the REM paper's Table 2 on affNIST). The nulls: entropy's ceiling (every image its own
-#: parse tree), the images per class for the keys, the shuffled-pair maps for saliency, uniform couplings 1/J, a flat
-#: activity profile for the middle share.
+#: parse tree), the images per class for the keys, the shuffled-pair maps for saliency, uniform couplings 1/J.
 MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "affine_accuracy": Measure(False, False, AFFINE_MARGIN, "points"),
             "affine_drop": Measure(True, False, AFFINE_MARGIN, "points"),
@@ -102,9 +103,7 @@ MEASURES = {"accuracy": Measure(False, False, ACCURACY_MARGIN, "points"),
             "keys": Measure(True, True, KEYS_MARGIN, "ratio",
                             Null("keys_null", "the images per class (every image its own key)", "below", KEYS_MARGIN,
                                  log=True)),
-            "middle_share": Measure(True, False, SHARE_MARGIN, "share",
-                                    Null("middle_share_null", "a flat profile's share (the same mean activity at "
-                                         "every rank)", "below", SHARE_MARGIN)),
+            "middling": Measure(True, False, SHARE_MARGIN, "share"),
             "dead_rate": Measure(True, False, DEAD_MARGIN, "share"),
             "on_object": Measure(False, False, SALIENCY_MARGIN, "share",
                                  Null("on_object_null", "the shuffled-pair maps' share (a map of another image)",
@@ -191,7 +190,9 @@ def _untestable(claim: Claim, by_router: dict, seeds: list, ceiling, setting, cl
         why += rules.missing_premises(claim.premises, setting)
     names = tuple(dict.fromkeys((claim.a, claim.b)))
     for name in names:
-        notes = sorted({by_router[name][s]["untestable"] for s in seeds if by_router[name][s].get("untestable")})
+        notes = sorted({note for s in seeds for note in (by_router[name][s].get("untestable"),
+                                                          by_router[name][s].get("untestable_for", {}).get(claim.measure))
+                        if note})
         why += [f"{name}: {note}" for note in notes]
     fallen = set()
     if measure.unit != "times":                          # a step's time needs neither convergence nor a trained net
@@ -264,7 +265,8 @@ def claim_verdicts(records: list, claims, alpha: float = 0.05, ceiling: float | 
 
     ``records``: one dict per network and seed (``"router"``, ``"seed"``, each measure a claim names and its null
     field where the measure has one, ``"train_accuracy"`` per epoch, ``"correct"``/``"affine_correct"`` per test
-    image where kept, ``"untestable"`` with the reason where a record cannot be compared). Records with
+    image where kept, ``"untestable"`` with the reason where a record cannot be compared, ``"untestable_for"``
+    ``{measure: reason}`` where it cannot be compared on one measure only). Records with
     ``"timed_steps"`` are timings (:func:`~capsule_lab.evidence.rules.timing_problems`: ``"interleaved"``,
     ``"load"``, ``"device"``, ``"threads"``), one per network, seed and setting; a claim about time reads them where
     they exist for its networks, else the training records' times (which fail the timing rule). ``ceiling``: the

@@ -1,10 +1,10 @@
 """How active capsules are: the ladder paper's activity profile and the couplings of its most active capsules.
 
 Taught in chapter 06. :func:`activity_profile` is Figure 4's curve: per image the activities of its most active
-capsules sorted from the largest, averaged over the images; :func:`middle_share` is the share of its ranks neither
-clearly active nor clearly inactive; :func:`activity_drop` reads the same split image by image (where each image's
-activity falls, and how many of its capsules sit in between), which a mean profile cannot: a network whose every
-capsule stays active has no middling rank and no split; :func:`most_active_couplings` is Figure 1's measure, the
+capsules sorted from the largest, averaged over the images; :func:`activity_drop` reads the split between active
+and inactive capsules image by image (where each image's activity falls, and how many of its capsules sit in
+between), which a mean profile cannot: a mean of sharp falls at different ranks looks like a slow fall, and a
+network whose every capsule stays active has no middling capsule but no split either; :func:`most_active_couplings` is Figure 1's measure, the
 lengths and couplings of the most active capsules for one class. They read any network's capsules.
 """
 
@@ -48,20 +48,6 @@ def activity_profile(u: torch.Tensor, top: int = 300) -> torch.Tensor:
     if top > activities.shape[1]:
         raise ValueError(f"top must be at most the number of capsules n = {activities.shape[1]}, got {top}")
     return torch.sort(activities, dim=1, descending=True).values[:, :top].mean(dim=0)
-
-
-def middle_share(profile, low: float = 0.1, high: float = 0.9) -> float:
-    """The share of an activity profile's ranks (:func:`activity_profile`) whose mean activity lies strictly between
-    ``low`` and ``high``: capsules neither clearly active nor clearly inactive. The paper's Figure 4 (§5.3) reads
-    "the activity levels are extremely high or low" for a small K; that is a small middle share. Chapter 06.
-    """
-    values = torch.as_tensor(profile, dtype=torch.float64)
-    if values.ndim != 1 or values.numel() == 0:
-        raise ValueError(f"profile must be a non-empty 1-D sequence of activities (top,), got shape "
-                         f"{tuple(values.shape)}")
-    if not 0 <= low < high <= 1:
-        raise ValueError(f"low and high must satisfy 0 <= low < high <= 1, got {low!r} and {high!r}")
-    return float(((values > low) & (values < high)).double().mean())
 
 
 def activity_drop(u: torch.Tensor, low: float = 0.1, high: float = 0.9, threshold: float = 0.5) -> dict:

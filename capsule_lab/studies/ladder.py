@@ -35,8 +35,8 @@ from ..data.expanded import affine_expanded_test_set, expanded_mnist
 from ..data.sources import AFFINE_TEST_SEED, CLEAN_TEST_SEED, TRAIN_PLACEMENT_SEED, load_dataset
 from ..evidence.claims import CLASSES, Claim, claim_verdicts
 from ..evidence.stats import correct_string
-from ..measures.activity import activity_drop, activity_profile, middle_share
-from ..measures.cost import interleaved_step_records
+from ..measures.activity import activity_drop, activity_profile
+from ..measures.cost import interleaved_step_records, training_step_seconds
 from ..models import CapsNet, CapsNetConfig, LadderCapsNet, LadderCapsNetConfig
 from ..models.capsnet import BackboneConfig
 from ..training import History, Schedule, evaluate, fit, outputs
@@ -44,7 +44,7 @@ from .common import rerun, shipped_results
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "matched_class_dim", "train_network", "run_ladder_study",
            "primary_capsules", "activity_profiles", "activity_drops", "coupling_profile", "shipped_ladder_runs",
-           "LADDER_CLAIMS", "LADDER_TIMING", "study_network", "time_ladder_steps",
+           "run_record", "LADDER_CLAIMS", "FIT_MATCHED", "LADDER_TIMING", "study_network", "time_ladder_steps", "shipped_ladder_timing",
            "ladder_claim_records", "ladder_verdicts", "LadderSettings", "SETTINGS"]
 
 
@@ -308,6 +308,40 @@ def coupling_profile(model: CapsNet, images: torch.Tensor, label: int, top: int 
     return lengths / len(images), couplings / len(images)
 
 
+def run_record(net: TrainedNetwork, settings: LadderSettings, data: tuple, device="cpu", amp: bool = False,
+               step_repeats: int | None = None) -> dict:
+    """What the longer run keeps of one trained network (``scripts/ladder_longer_run.py``, and the cluster's
+    :mod:`capsule_lab.course.cluster`): its accuracies and which test images it got right, parameters, seconds,
+    per-epoch training loss and accuracy (and the clean and affine test accuracy after every epoch where it was
+    trained with ``track_test``), the activity profile of its primary capsules on the training images of the
+    settings' digit (Figure 4) and, image by image, where the activity falls below one half and how many capsules are
+    middling (:func:`activity_drops`), the median of ``step_repeats`` (default the settings' ``bench_repeats``) timed
+    training steps on 100 training digits (Table 3's batch) with the device and thread count, and for a CapsNet the
+    lengths and couplings of its most active primary capsules on the clean test digits of that digit (Figure 1).
+    Chapter 06."""
+    settings = _check_settings(settings)
+    train, clean, _ = data
+    images, labels = (t[:100].to(device) for t in train.tensors[:2])
+    timing = training_step_seconds(net.model(device), images, labels, repeats=step_repeats or settings.bench_repeats,
+                                   amp=amp)
+    profile = activity_profiles({net.name: net}, train, settings.profile_digit, settings.profile_top)[net.name]
+    drops = activity_drops({net.name: net}, train, settings.profile_digit)[net.name]
+    run = {"clean_accuracy": net.clean_accuracy, "affine_accuracy": net.affine_accuracy,
+           "clean_correct": net.clean_correct, "affine_correct": net.affine_correct, "parameters": net.parameters,
+           "seconds": net.seconds, "train_loss": net.history.train_loss, "train_accuracy": net.history.train_accuracy,
+           "activity_profile": [round(float(a), 5) for a in profile],
+           "drop_rank": drops["drop_rank"].tolist(), "middling": drops["middling"].tolist(),
+           "step_seconds": timing["median_s"], "device": timing["device"], "threads": timing["threads"]}
+    if net.history.test_accuracy:
+        run["clean_by_epoch"], run["affine_by_epoch"] = net.history.test_accuracy, net.history.epoch_end
+    if not net.is_ladder:
+        digits = clean.tensors[0][clean.tensors[1] == settings.profile_digit]
+        lengths, couplings = coupling_profile(net.model(device), digits, settings.profile_digit, settings.coupling_top)
+        run["coupling_lengths"] = [round(float(a), 5) for a in lengths]
+        run["couplings"] = [round(float(c), 6) for c in couplings]
+    return run
+
+
 #: The shipped interleaved timing of Table 3's claim on the study's networks (``scripts/router_timing.py --study
 #: ladder``), a file of ``capsule_lab/results``.
 LADDER_TIMING = "ladder_timing.json"
@@ -346,6 +380,10 @@ def shipped_ladder_runs(name: str = "ladder_runs.json") -> dict:
     return shipped_results(name)
 
 
+#: The record of the CapsNet (r = 3) read at the epoch where its training accuracy first reaches the main
+#: L-CapsNet's last (:func:`ladder_claim_records`), for the course's fit-matched rows.
+FIT_MATCHED = "capsnet r=3 at the ladder's fit"
+
 _LADDER_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖z − A‖²) and its parameters, about 3.3× the CapsNet's; the "
                    "same convolution, primary capsules, class-capsule dimension (16), data, schedule and seeds")
 _MATCHED_DIFFERS = ("the L-CapsNet's own loss (margin + ε ‖z − A‖²), and the CapsNet's class capsules of dimension 57 "
@@ -381,19 +419,35 @@ LADDER_CLAIMS = (
           "is the CapsNet (r = 3) more accurate than the L-CapsNet (K = 32) on the clean test digits?",
           "capsnet r=3", "ladder K=32", "accuracy", "better",
           _LADDER_DIFFERS + "; our clean test digits are translated 40×40 ones"),
+    Claim("course", "06", "our question (the paper's CapsNet was early-stopped: the REM paper, §4.3.2)",
+          "the L-CapsNet's affine advantage is not that it fits its training digits less closely", False, "-",
+          "is the L-CapsNet (K = 32) more accurate on the affine test digits than the CapsNet (r = 3) read at the "
+          "epoch where its training accuracy first reaches the L-CapsNet's last?", "ladder K=32",
+          FIT_MATCHED, "affine_accuracy", "better",
+          _LADDER_DIFFERS + "; the CapsNet is read at an earlier epoch of the same run (a larger learning rate, "
+          "fewer epochs), where it fits its training digits as well as the L-CapsNet at the end; our affine set is "
+          "not affNIST", origin="course"),
+    Claim("course", "06", "our question (the paper's CapsNet was early-stopped: the REM paper, §4.3.2)",
+          "the CapsNet's clean advantage is not that it fits its training digits more closely", False, "-",
+          "is the CapsNet (r = 3), read at the epoch where its training accuracy first reaches the L-CapsNet's last, "
+          "more accurate on the clean test digits than the L-CapsNet (K = 32)?", FIT_MATCHED, "ladder K=32",
+          "accuracy", "better",
+          _LADDER_DIFFERS + "; the CapsNet is read at an earlier epoch of the same run (a larger learning rate, "
+          "fewer epochs), where it fits its training digits as well as the L-CapsNet at the end", origin="course"),
     Claim("Jeong et al. 2019", "06", "§5.2, Table 3", "The results show that the L-CapsNet significantly reduces the "
           "computation time", True,
           "one training iteration on 100 MNIST digits: 0.2034–0.2953 s (K = 50–100) against 1.732–2.656 s "
           "(r = 3–5), hardware not stated",
           "is a training step of the L-CapsNet (K = 32) faster than the CapsNet's (r = 3)?", "ladder K=32",
           "capsnet r=3", "train_step_ms", "better",
-          _LADDER_DIFFERS + "; timed on 100 of our 40×40 digits on one CPU thread, once per seed"),
+          _LADDER_DIFFERS + "; timed by the timing rule on our untrained networks: 20 interleaved steps per seed "
+          "on one batch of 100 of our 40×40 digits, at one and at two CPU threads"),
     Claim("Jeong et al. 2019", "06", "§5.3, Figure 4",
           "for low K values (i.e., K=50, 70), the activity levels are extremely high or low", True,
           "28×28 MNIST: the 300 most active of 1,152 primary capsules, 5,444 training zeros; K = 50 and 70 "
           "against K = 100",
-          "does K = 16 leave fewer primary capsules of middling activity (0.1–0.9, among the 150 most active) "
-          "than K = 64?", "ladder K=16", "ladder K=64", "middle_share", "better",
+          "does K = 16 leave fewer of an image's primary capsules at middling activity (0.1–0.9) than K = 64 "
+          "(training digits 0)?", "ladder K=16", "ladder K=64", "middling", "better",
           "K alone (the networks of K = 16 and 64 differ in K and in the size of p and the weight networks); "
           "our K = 16 and 64 are 2.8 % and 11 % of 576 capsules, the paper's 50 and 100 are 4.3 % and 8.7 % of "
           "1,152"),
@@ -403,31 +457,46 @@ LADDER_CLAIMS = (
 def ladder_claim_records(shipped: dict | None = None) -> list:
     """The longer run's networks as records for :func:`capsule_lab.evidence.claims.claim_verdicts`, one per network and
     seed: ``router`` (the network's name), ``seed``, ``accuracy`` (clean), ``affine_accuracy``, ``correct`` and
-    ``affine_correct`` (which test images it got right), ``middle_share`` of the digit-0 activity profile
-    (:func:`capsule_lab.measures.activity.middle_share`) and that of a flat profile of the same mean
-    (``middle_share_null``), ``train_step_ms`` (the median of its timed training steps)
+    ``affine_correct`` (which test images it got right), ``middling`` — the share of an image's primary capsules at
+    middling activity, averaged over the training images of digit 0 (:func:`capsule_lab.measures.activity.activity_drop`)
+    — with ``split``, the share of those images whose activity falls below one half somewhere after the first capsule
+    and before the last, and ``drop_rank``, the median image's number of capsules at one half or more (where the
+    median image has no split, the record is untestable for ``middling``: ``untestable_for``),
+    ``train_step_ms`` (the median of its timed training steps)
     with ``device`` and ``threads``, and ``train_accuracy`` per epoch. For each CapsNet two more records, its K most
     active capsules (``"<name> top-K"``) and those of ranks K + 1 to the profile's last (``"<name> rest"``), whose
     ``coupling`` is their mean coupling to the right class in Figure 1's profile (:func:`coupling_profile`; K is the
-    main L-CapsNet's), against uniform couplings 1/J (``coupling_null``). ``shipped`` defaults to :func:`shipped_ladder_runs`. Chapter 06."""
+    main L-CapsNet's), against uniform couplings 1/J (``coupling_null``). Where the run tested after every epoch, one
+    more record per seed, :data:`FIT_MATCHED`: the CapsNet (r = 3) read after the first epoch whose training accuracy
+    reaches the main L-CapsNet's last (``epoch``, its training accuracy ``fit`` and the L-CapsNet's ``ladder_fit``),
+    with its clean and affine accuracy then. ``shipped`` defaults to :func:`shipped_ladder_runs`. Chapter 06."""
     shipped = shipped_ladder_runs() if shipped is None else shipped
     if not isinstance(shipped, dict) or not isinstance(shipped.get("runs"), dict):
         raise ValueError("shipped must be the longer run's results (shipped_ladder_runs()), with its 'runs'")
     k = shipped["provenance"]["settings"]["ladder"]["k"]
+    capsules = LadderCapsNetConfig(**shipped["provenance"]["settings"]["ladder"]).primary_caps
     records = []
     for name, seeds in shipped["runs"].items():
         for seed, run in seeds.items():
-            missing = [f for f in ("train_accuracy", "step_seconds", "clean_correct") if f not in run]
+            missing = [f for f in ("train_accuracy", "step_seconds", "clean_correct", "drop_rank") if f not in run]
             if missing:
                 raise ValueError(f"{name}, seed {seed} has no {', '.join(missing)}: {rerun('ladder_longer_run.py')}")
+            drops = torch.tensor(run["drop_rank"], dtype=torch.float64)
+            split = ((drops > 0) & (drops < capsules)).double().mean().item()
             record = {"router": name, "seed": int(seed), "accuracy": run["clean_accuracy"],
                       "affine_accuracy": run["affine_accuracy"], "correct": run["clean_correct"],
-                      "affine_correct": run["affine_correct"], "middle_share": middle_share(run["activity_profile"]),
-                      "middle_share_null": middle_share([sum(run["activity_profile"]) / len(run["activity_profile"])]
-                                                        * len(run["activity_profile"])),
+                      "affine_correct": run["affine_correct"],
+                      "middling": sum(run["middling"]) / len(run["middling"]) / capsules, "split": split,
+                      "drop_rank": drops.median().item(),
                       "train_step_ms": 1000 * run["step_seconds"], "device": run["device"],
                       "threads": run["threads"], "train_accuracy": run["train_accuracy"]}
+            if split <= 0.5:
+                record["untestable_for"] = {"middling": (
+                    f"no split: on {100 * (1 - split):.0f} % of the images its capsules' activity never falls below "
+                    f"one half, or is below it from the first capsule")}
             records.append(record)
+            if name == "capsnet r=3" and "clean_by_epoch" in run and str(seed) in shipped["runs"].get(f"ladder K={k}", {}):
+                records.append(_fit_matched(run, shipped["runs"][f"ladder K={k}"][str(seed)], int(seed)))
             if "couplings" in run:
                 couplings = run["couplings"]
                 for group, values in (("top-K", couplings[:k]), ("rest", couplings[k:])):
@@ -437,12 +506,38 @@ def ladder_claim_records(shipped: dict | None = None) -> list:
     return records
 
 
-def ladder_verdicts(shipped: dict | None = None, claims=LADDER_CLAIMS, alpha: float = 0.05) -> list:
+def _fit_matched(capsnet: dict, ladder: dict, seed: int) -> dict:
+    """The CapsNet's run read at the first epoch where its training accuracy reaches the L-CapsNet's last (the last
+    epoch if it never does): its test accuracies after that epoch, its whole training curve (the run converged; it is
+    read early, as an early-stopped network is)."""
+    target = ladder["train_accuracy"][-1]
+    curve = capsnet["train_accuracy"]
+    epoch = next((e for e, a in enumerate(curve) if a >= target), len(curve) - 1)
+    return {"router": FIT_MATCHED, "seed": seed, "epoch": epoch + 1, "fit": curve[epoch], "ladder_fit": target,
+            "accuracy": capsnet["clean_by_epoch"][epoch], "affine_accuracy": capsnet["affine_by_epoch"][epoch],
+            "train_accuracy": curve}
+
+
+def shipped_ladder_timing() -> dict:
+    """The shipped interleaved timing of Table 3's claim (:data:`LADDER_TIMING`, written by
+    ``scripts/router_timing.py --study ladder`` with :func:`time_ladder_steps`): ``{"provenance": …, "records": [...]}``.
+    Chapter 06."""
+    return shipped_results(LADDER_TIMING)
+
+
+def ladder_verdicts(shipped: dict | None = None, claims=LADDER_CLAIMS, alpha: float = 0.05,
+                    timing: list | None = None) -> list:
     """Chapter 06's verdict table: :data:`LADDER_CLAIMS` tested on the longer run (:func:`ladder_claim_records`) by
     :func:`capsule_lab.evidence.claims.claim_verdicts`, by the rules of :mod:`capsule_lab.evidence.rules` (not testable
     for a network that has collapsed or not converged, a measure at its null, a time not taken by the timing rule;
-    paired t over seeds, Holm within each family). Chapter 06."""
-    return claim_verdicts(ladder_claim_records(shipped), claims, alpha)
+    paired t over seeds, Holm within each family). ``timing``: the records of :func:`time_ladder_steps` for the claim
+    about time; by default the shipped ones (:func:`shipped_ladder_timing`) when ``shipped`` is the shipped run too,
+    else none (the training records' single-network times then fail the timing rule). Chapter 06."""
+    if timing is None:
+        timing = shipped_ladder_timing()["records"] if shipped is None else []
+    if not isinstance(timing, list) or not all(isinstance(r, dict) and "timed_steps" in r for r in timing):
+        raise ValueError("timing must be a list of time_ladder_steps' records (dicts with 'timed_steps')")
+    return claim_verdicts(ladder_claim_records(shipped) + timing, claims, alpha)
 
 
 #: Chapter 06's settings in each profile (``chapter_settings("06", profile)``).
