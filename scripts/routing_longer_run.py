@@ -38,7 +38,8 @@ def main(argv=None) -> None:
     args = parse_arguments(__doc__, argv, epochs=3, train_size=6000, test_size=1000, smoke_size=128, out=OUT)
     settings = with_normalized_dynamic(chapter_settings("07", "quick"))
     settings = replace(settings, train_size=args.train_size, test_size=args.test_size,
-                       schedule=replace(settings.schedule, epochs=args.epochs))
+                       schedule=replace(settings.schedule, epochs=args.epochs,
+                                        lr_decay=args.lr_decay or settings.schedule.lr_decay))
     data = {name: routing_study_data(name, settings) for name in settings.datasets}
     started = time.perf_counter()
     runs = {}
