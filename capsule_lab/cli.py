@@ -241,7 +241,8 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"{where}grading {len(todo)} notebook(s), {min(jobs, len(todo))} at a time"
               + (" WITHOUT A SANDBOX (--no-sandbox)" if args.no_sandbox else "") if todo
               else f"{where}nothing to grade", end="")
-        print(f"; skipped {len(skipped)} already graded" if skipped else "")
+        print(f"; skipped {len(skipped)} already graded (same content, grader and settings; --force grades them "
+              "again)" if skipped else "")
         if todo:
             print(f"{'notebook':<{width}}  score  notes")
         sys.stdout.flush()
@@ -254,14 +255,11 @@ def _grade(args: argparse.Namespace) -> int:
         batch = grade_batch(args.notebooks, args.out, jobs=jobs, shard=shard, force=args.force, on_start=start,
                             on_report=show, key_file=args.key, **options)
     except KeyboardInterrupt:
-        print(f"capsule-lab grade: interrupted after {len(done)} notebook(s); their reports are in {args.out}/ "
+        print(f"capsule-lab grade: interrupted after {len(done)} notebook(s); their reports are in {Path(args.out)}/ "
               "— run the same command again to grade the rest", file=sys.stderr)
         return 130
     _print_refused(batch.refused, "grade")
-    if batch.skipped:
-        print(f"skipped {len(batch.skipped)} already graded (same content, grader and settings; "
-              "--force grades them again)")
-    print(f"reports written to {args.out}/")
+    print(f"reports written to {Path(args.out)}/")
     failed = [r["notebook"] for r in batch.reports if not r["graded"]]
     if failed:
         print(f"capsule-lab grade: {len(failed)} notebook(s) could not be graded: {', '.join(failed)}",
@@ -295,6 +293,79 @@ def _grade_merge(args: argparse.Namespace) -> int:
         print(f"capsule-lab grade-merge: {len(failed)} notebook(s) could not be graded: {', '.join(failed)}",
               file=sys.stderr)
     return 1 if failed or refused else 0
+
+
+# ---------------------------------------------------------------- gradebook
+
+GRADEBOOK_EPILOG = """\
+The loop: `capsule-lab grade ... --out reports`, then `capsule-lab gradebook reports`: it writes
+reports/written.csv (one row per student and hand-scored answer: the question, its rubric, the answer and an
+empty points cell) and reports/gradebook.csv (one row per student, every item of the chosen chapters, always in
+course order). Fill in the points of written.csv and run `capsule-lab gradebook reports` again: the points come
+into the totals (a point above an item's maximum, for an unknown student or item, or given twice is refused, with
+its line, and nothing is written); written.csv is made again with every point kept whose answer is unchanged.
+--export canvas|moodle writes the platform's import CSV (one column per chapter, blank where a chapter has no
+complete total), --html a one-page class summary.
+
+exit status: 0 when written, 2 for bad arguments, a pattern that names no student in some notebook, two notebooks
+of one student for one chapter, or refused rows in written.csv; 1 when a report was refused (not signed with the
+key)."""
+
+
+def _gradebook_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = GRADEBOOK_EPILOG
+    p.add_argument("reports", metavar="DIR", help="the report folder of `capsule-lab grade` (its --out)")
+    p.add_argument("--student", default=None, metavar="PATTERN",
+                   help="who each notebook belongs to: file:REGEX on the file name (group 'student', else the first "
+                        "group), folder (the notebook's folder), or metadata:KEY.KEY (default: the file name before "
+                        "_NN_, as in alice_05_rem.ipynb)")
+    p.add_argument("--chapters", nargs="+", default=None, metavar="NN",
+                   help="the chapters whose items are columns (default: every chapter of the course)")
+    p.add_argument("--per", choices=["course", "chapter"], default="course",
+                   help="one row per student across the chapters (default), or per student and chapter")
+    p.add_argument("--out", default=None, metavar="FILE", help="the gradebook CSV (default: DIR/gradebook.csv)")
+    p.add_argument("--written", default=None, metavar="FILE",
+                   help="the hand-scored points CSV (default: DIR/written.csv; made when absent)")
+    p.add_argument("--export", choices=["canvas", "moodle"], default=None,
+                   help="also write a learning platform's grade import (DIR/<platform>.csv)")
+    p.add_argument("--html", default=None, metavar="FILE", help="also write the class's one-page summary")
+    _key_argument(p)
+
+
+def _gradebook(args: argparse.Namespace) -> int:
+    from .grading.engine.signing import existing_key
+    from .grading.notebooks.class_summary import write_class_summary
+    from .grading.notebooks.folder import read_reports
+    from .grading.notebooks.gradebook import (DEFAULT_STUDENT, GRADEBOOK_CSV, WRITTEN_CSV, items, read_written_csv,
+                                              students, write_export, write_gradebook, write_written_csv)
+
+    folder = Path(args.reports)
+    if not folder.is_dir():
+        raise ValueError(f"no report folder {folder}")
+    items(args.chapters)                                           # checks the chapters
+    found = read_reports(folder, existing_key(args.key, outside=[]))
+    if not found:
+        raise ValueError(f"no grading reports signed with this grader's key in {folder}")
+    by_student = students([report for _, report in found.values()], args.student or DEFAULT_STUDENT)
+    written = Path(args.written) if args.written else folder / WRITTEN_CSV
+    if written.is_file():
+        read_written_csv(written, by_student, args.chapters)      # refuses wrong points before anything is written
+    written, dropped = write_written_csv(by_student, written, args.chapters)
+    hand = read_written_csv(written, by_student, args.chapters)   # the points kept: answers unchanged since scored
+    out = write_gradebook(by_student, hand, Path(args.out) if args.out else folder / GRADEBOOK_CSV, args.chapters,
+                          args.per)
+    names = sorted({s for s, _ in by_student})
+    print(f"{len(names)} student(s), {len(by_student)} notebook(s): {out}")
+    print(f"hand-scored points: {len(hand)} entered, in {written}")
+    for student, item in dropped:
+        print(f"  dropped the points of {student}, {item}: the answer changed since it was scored")
+    if args.export:
+        print(f"{args.export} import: {write_export(by_student, hand, folder / f'{args.export}.csv', args.export, args.chapters)}")
+    if args.html:
+        print(f"class summary: {write_class_summary(by_student, hand, args.html, args.chapters)}")
+    _print_refused(found.refused, "gradebook")
+    return 1 if found.refused else 0
 
 
 # ---------------------------------------------------------------- bench
@@ -540,6 +611,8 @@ COMMANDS: dict[str, Command] = {
     "grade": Command("execute student notebooks and write score reports", _grade_arguments, _grade),
     "grade-merge": Command("merge the report folders of `grade --shard` runs into one grades.csv",
                            _grade_merge_arguments, _grade_merge),
+    "gradebook": Command("one row per student from a report folder, hand-scored points merged in, exports and a "
+                         "class summary", _gradebook_arguments, _gradebook),
     "captions": Command("copy figures' alt text and captions into their cells' metadata (MyST-NB reads them)",
                         _captions_arguments, _captions),
     "bench": Command("benchmark routing implementations, training steps or every router; prints JSON",

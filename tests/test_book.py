@@ -624,3 +624,36 @@ def test_chapter_rendered_as_jupyter_shows_no_markup_and_its_links_land(browser,
         assert listed == cited, f"{path.name}: {cited} works cited, {listed} in its reference list"
     finally:
         page.close()
+
+
+def test_the_instructors_class_summary_works_in_the_browser(browser, tmp_path):
+    """Issue 48: `capsule-lab gradebook --html` (capsule_lab.grading.notebooks.class_summary) as an instructor opens
+    it: every table with its caption and rows, no console error, no WCAG 2.1 A/AA violation, and on a phone's width
+    the page itself does not scroll sideways (a wide table scrolls in its own region)."""
+    from test_gradebook import class_reports, report
+
+    from capsule_lab.grading.notebooks.class_summary import write_class_summary
+    from capsule_lab.grading.notebooks.gradebook import students
+
+    reports = class_reports() + [report(f"sub/s{k}_05_rem.ipynb", "05", earned={"05.class_entropy": 0},
+                                        hints={"05.class_entropy": "a key built in base 11 collides"})
+                                 for k in range(3)]
+    by_student = students(reports)
+    page_path = write_class_summary(by_student, {("alice", "05.flip_entropy.reasoning"): 1}, tmp_path / "class.html",
+                                    ["01", "05"])
+    for width, height in ((1280, 900), (375, 740)):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_path.as_uri())
+        captions = page.locator("caption").all_inner_texts()
+        assert captions[:2] == ["Chapter 01: the checked tasks (1 graded notebook(s))",
+                                "Chapter 05: the checked tasks (6 graded notebook(s))"], captions
+        assert "a key built in base 11 collides (3×)" in page.inner_text("main")
+        students_rows = page.locator("table").last.locator("tbody tr")
+        assert students_rows.count() == 7                                  # alice, bob, carol, dave, s0-s2
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), width
+        assert errors == [] and _axe_violations(page) == [], (width, errors)
+        context.close()

@@ -245,14 +245,16 @@ def test_grade_notebook_rejects_bad_input(tmp_path):
 
 
 def test_grade_reports_an_ungradable_notebook_and_goes_on(tmp_path):
-    """No chapter in the name or the metadata: a report with graded false, a CSV row, no kernel started."""
+    """No chapter in the name or the metadata: a report with graded false, a CSV row without a score, no kernel
+    started."""
     nb = tmp_path / "alice.ipynb"
     nbformat.write(nbformat.v4.new_notebook(), nb)
     (report,) = grade([nb], out_dir=tmp_path / "out")
     assert report["graded"] is False and "cannot tell the chapter" in report["grading_error"]
     with open(tmp_path / "out" / "grades.csv", newline="") as f:
         (row,) = list(csv.DictReader(f))
-    assert row["graded"] == "no" and row["score"] == "0" and "cannot tell the chapter" in row["grading_error"]
+    assert row["graded"] == "no" and row["score"] == row["max_score"] == ""
+    assert "cannot tell the chapter" in row["grading_error"]
 
 
 # ---------------------------------------------------------------- grading notebooks (kernels)

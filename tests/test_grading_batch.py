@@ -260,6 +260,7 @@ def test_changed_content_is_graded_again_and_force_grades_all(tmp_path, capsys):
     assert grade(nb, "--out", out) == 0
     printed = capsys.readouterr().out
     assert "nothing to grade; skipped 1 already graded" in printed and "01.squash" not in printed
+    assert printed.count("already graded") == 1                          # said once, with why (issue 48)
     assert json.loads((out / "cy.json").read_text()) == first
 
     small_notebook(nb, keep=("squash", "margin_loss"), note="resubmitted")  # the student adds an answer
@@ -302,3 +303,23 @@ def test_a_dead_worker_costs_only_its_notebook(tmp_path, capsys):
     assert got["01_killer.ipynb"][:2] == ("no", "0") and "the notebook's code ended its grading process" in got["01_killer.ipynb"][2]
     time.sleep(0.5)
     assert left_running(folder) == [], "the dead worker's kernel was left running"
+
+
+@pytest.mark.notebook
+def test_the_gradebook_of_a_graded_class_has_each_students_score(graded, tmp_path, capsys):
+    """Issue 48: the real grader's reports of the class (ada 5, bob 4, cy 1 of chapter 01's 5) through
+    `capsule-lab gradebook`: one row per student named by the file name, the scores of grades.csv as the totals, the
+    same columns as for a folder of any other chapters, and Moodle's import."""
+    out = tmp_path / "reports"
+    shutil.copytree(graded["serial"], out)
+    assert cli.main(["gradebook", str(out), "--student", r"file:^(\w+)\.ipynb$", "--chapters", "01", "02",
+                     "--export", "moodle"]) == 0
+    with open(out / "gradebook.csv", newline="", encoding="utf8") as f:
+        book = {r["student"]: r for r in csv.DictReader(f)}
+    assert {s: r["01 total"] for s, r in book.items()} == {Path(n).stem: v for n, v in SCORES.items()}
+    assert all(r["02 total"] == "" and r["status"] == "02: not submitted" for r in book.values())
+    assert book["cy"]["01.margin_loss"] == "0" and book["bob"]["01.squash"] == "1"
+    with open(out / "moodle.csv", newline="", encoding="utf8") as f:
+        assert [r["capsule-lab 01 (5 points)"] for r in csv.DictReader(f)] == ["5", "4", "1"]
+    printed = capsys.readouterr().out
+    assert "3 student(s), 3 notebook(s)" in printed and "hand-scored points: 0 entered" in printed

@@ -54,12 +54,12 @@ def test_the_pages_grading_commands_parse():
     parser = build_parser()
     shown = set()
     for argv in _commands():
-        if argv[0] in ("grade", "grade-merge"):
+        if argv[0] in ("grade", "grade-merge", "gradebook"):
             args = parser.parse_args(argv)        # SystemExit (a failed test) for a flag the command lacks
             if argv[0] == "grade" and args.shard:
                 parse_shard(args.shard)
             shown.add(argv[0])
-    assert shown == {"grade", "grade-merge"}
+    assert shown == {"grade", "grade-merge", "gradebook"}
 
 
 def test_the_flags_the_page_names_exist():
@@ -67,7 +67,8 @@ def test_the_flags_the_page_names_exist():
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices
-    options = {o for name in ("grade", "grade-merge") for a in sub[name]._actions for o in a.option_strings}
+    options = {o for name in ("grade", "grade-merge", "gradebook") for a in sub[name]._actions
+               for o in a.option_strings}
     prose = re.sub(r"```.*?```", "", TEXT, flags=re.S)
     spans = [span for span in re.findall(r"`([^`\n]+)`", prose) if span.startswith(("--", "capsule-lab grade"))]
     named = {flag for span in spans for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", span)}

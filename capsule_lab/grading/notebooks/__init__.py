@@ -1,5 +1,5 @@
 """The grading's notebooks: the exercises made from the masters, and students' notebooks graded into reports
-(``capsule-lab assign``, ``grade``, ``grade-merge``; exercises 01–08).
+(``capsule-lab assign``, ``grade``, ``grade-merge``, ``gradebook``; exercises 01–08).
 
 The top of grading's three layers (tasks ← engine ← notebooks): it reads the tasks
 (:mod:`capsule_lab.grading.tasks`) and scores with the engine (:mod:`capsule_lab.grading.engine`); nothing below
@@ -9,6 +9,9 @@ this list:
 - :mod:`.assign`: the student notebooks in ``exercises/`` generated from ``solutions/``;
 - :mod:`.atomic`: the grader's files written atomically;
 - :mod:`.written`: the written answers read from a notebook's cells, and ``written.md``;
+- :mod:`.gradebook`: a class's reports as one row per student, the hand-scored points of ``written.csv`` merged
+  in, the learning platforms' imports;
+- :mod:`.class_summary`: a class's results on one HTML page;
 - :mod:`.kernel`: a notebook run in a kernel for its outputs, errors and timeouts (nbclient) — reported, never
   scored;
 - :mod:`.report`: one notebook graded into its report (:func:`~.report.grade_notebook`);

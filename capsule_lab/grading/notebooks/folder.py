@@ -28,6 +28,7 @@ from ..._checks import check_folders
 from ..engine.signing import existing_key, sign, verify
 from ..tasks import TASKS
 from .atomic import write_atomic, write_json
+from .gradebook import flags_of
 from .written import write_written
 
 __all__ = ["CSV_NAME", "CSV_COLUMNS_HEAD", "CSV_COLUMNS_TAIL", "Reports", "read_reports", "write_csv",
@@ -39,7 +40,7 @@ CSV_NAME = "grades.csv"
 CSV_COLUMNS_HEAD = ("notebook", "chapter", "graded", "score", "max_score")
 #: The last columns of ``grades.csv``: counts of tasks and cells that timed out, failed or hit a limit, the error.
 CSV_COLUMNS_TAIL = ("task_timeouts", "task_errors", "task_limits", "cell_timeouts", "cell_errors", "cell_limits",
-                    "sandbox", "grading_error")
+                    "sandbox", "grading_error", "flags")
 _REPORT_KEYS = {"notebook", "chapter", "graded", "score", "max_score", "tasks", "timeout_cells", "cell_errors",
                 "grading_error"}
 
@@ -88,24 +89,29 @@ def read_reports(folder: str | os.PathLike, key: bytes | None = None) -> Reports
 def _csv_row(r: dict, columns: list[str]) -> list:
     statuses = [t.get("status") for t in r["tasks"].values() if isinstance(t, dict)]
     tasks = r["tasks"]
-    return [r["notebook"], r["chapter"] or "", "yes" if r["graded"] else "no", r["score"], r["max_score"],
-            *[tasks[t]["points"] if isinstance(tasks.get(t), dict) else "" for t in columns],
+    graded = bool(r["graded"])                   # an ungraded notebook's row carries no score, only why
+    return [r["notebook"], r["chapter"] or "", "yes" if graded else "no", r["score"] if graded else "",
+            r["max_score"] if graded else "",
+            *[tasks[t]["points"] if graded and isinstance(tasks.get(t), dict) else "" for t in columns],
             statuses.count("timeout"), sum(s in ("error", "refused") for s in statuses),
             sum(s in ("memory limit", "cpu limit") for s in statuses),
             len(r["timeout_cells"]), len(r["cell_errors"]), len(r.get("limit_cells", ())), r.get("sandbox") or "",
-            r["grading_error"] or ""]
+            r["grading_error"] or "", flags_of(r)]
 
 
 def write_csv(reports: Sequence[dict], folder: str | os.PathLike) -> Path:
     """Write ``<folder>/grades.csv`` from ``reports``: one row per notebook, sorted by its path, with
-    ``notebook, chapter, graded, score, max_score``, the points of each task any report has (registry
-    order), then ``task_timeouts, task_errors, task_limits`` (tasks with status timeout; error or refused; memory
-    or cpu limit), ``cell_timeouts, cell_errors, cell_limits`` (cells of the kernel's run), ``grading_error``.
+    ``notebook, chapter, graded, score, max_score``, the points of every task of the course (registry order: the
+    same columns whatever chapters the folder holds), then ``task_timeouts, task_errors, task_limits`` (tasks with
+    status timeout; error or refused; memory or cpu limit), ``cell_timeouts, cell_errors, cell_limits`` (cells of
+    the kernel's run), ``grading_error`` and ``flags`` (:func:`~.gradebook.flags_of`: a full score beside cell
+    errors). A notebook that was not graded has no score or points, only ``graded=no`` and its error. One row per
+    notebook, as graded; ``capsule-lab gradebook`` makes the per-student gradebook.
     Written through a temporary file and a rename; returns its path (``capsule-lab grade``, ``capsule-lab
     grade-merge``)."""
     rows = sorted(reports, key=lambda r: r["notebook"])
     present = {t for r in rows for t in r["tasks"]}
-    columns = [t for t in TASKS if t in present] + sorted(present - set(TASKS))
+    columns = list(TASKS) + sorted(present - set(TASKS))
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow([*CSV_COLUMNS_HEAD, *columns, *CSV_COLUMNS_TAIL])

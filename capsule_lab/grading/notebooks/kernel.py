@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,11 +110,15 @@ def _grading_client_class():
         def create_kernel_manager(self):
             km = super().create_kernel_manager()
             km.grading_limits = self.limits
-            if self.sandbox is not None:    # no network in the sandbox: IPC sockets in a folder of its own
-                self.sockets = str(os_sandbox.private_folder("capsule-lab-kernel-"))
+            # IPC sockets in a folder of their own: the sandbox has no network, and outside it TCP would only make
+            # the kernel warn (once per notebook) that it talks unencrypted; Windows has no IPC sockets
+            if self.sandbox is not None or os.name == "posix":
+                self.sockets = str(os_sandbox.private_folder("capsule-lab-kernel-") if self.sandbox is not None
+                                   else tempfile.mkdtemp(prefix="capsule-lab-kernel-"))
                 km.transport = "ipc"
                 km.connection_file = os.path.join(self.sockets, "kernel.json")
                 km.ip = os.path.join(self.sockets, "kernel")
+            if self.sandbox is not None:
                 km.grading_sandbox = self.sandbox
                 km.kernel_spec.interrupt_mode = "message"   # a signal would not reach it (its own session)
             return km
