@@ -257,9 +257,10 @@ def test_changed_content_is_graded_again_and_force_grades_all(tmp_path, capsys):
     assert first["score"] == 1 and first["sha256"] == hashlib.sha256(nb.read_bytes()).hexdigest()
     capsys.readouterr()
 
-    assert grade(nb, "--out", out) == 0
+    assert grade(nb, "--out", f"{out}/") == 0                               # --out ends in a slash
     printed = capsys.readouterr().out
     assert "nothing to grade; skipped 1 already graded" in printed and "01.squash" not in printed
+    assert f"reports written to {out}/\n" in printed and "//" not in printed
     assert printed.count("already graded") == 1                          # said once, with why (issue 48)
     assert json.loads((out / "cy.json").read_text()) == first
 
