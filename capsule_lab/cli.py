@@ -197,8 +197,8 @@ def _print_report(r: dict, width: int) -> None:
     if written:
         answered = sum(w.get("status") == "answered" for w in written)
         points = sum(w.get("max_points") or 0 for w in written)
-        notes.append(f"{answered} of {len(written)} written answers answered ({points} points to score by hand in "
-                     "written.md, not in this score)")
+        notes.append(f"{answered} of {len(written)} written answers answered ({points} points to score by hand, not "
+                     "in this score: `capsule-lab gradebook` writes written.csv)")
     print(f"{r['notebook']:<{width}}  {r['score']:>2}/{r['max_score']:<2}  {'; '.join(notes)}".rstrip())
     for task, t in r["tasks"].items():
         mark = "✔" if t["passed"] else "✘"

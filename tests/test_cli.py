@@ -196,5 +196,6 @@ def test_the_report_line_says_written_answers_are_answered_not_scored(capsys):
                           "05.why_prune": {"status": "unanswered", "max_points": 2}}}
     cli._print_report(report, 12)
     out = capsys.readouterr().out
-    assert "1 of 2 written answers answered (3 points to score by hand in written.md, not in this score)" in out
+    assert ("1 of 2 written answers answered (3 points to score by hand, not in this score: `capsule-lab gradebook` "
+            "writes written.csv)") in out
     assert "written answers 1/2" not in out

@@ -29,6 +29,7 @@ from capsule_lab.grading import STATUSES, TASKS, check, grade, grade_notebook
 from capsule_lab.grading.engine.judging import BUG_HUNT_HINT, verdict
 from capsule_lab.grading.engine.refusal import AnswerRefused, refuse_for_good, refused
 from capsule_lab.grading.engine.running import expected, run_student
+from capsule_lab.grading.notebooks.written import item_id
 from capsule_lab.grading.tasks.questions import QUESTIONS, questions_for_chapter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -320,7 +321,7 @@ def test_solutions_score_full_marks_and_reports_are_written(solution_reports):
         assert all(w["status"] == "answered" and w["points"] is None and w["rubric"] for w in report["written"].values())
     written = (out / "written.md").read_text()
     for q in QUESTIONS.values():
-        assert f"## {q.id} — {q.title}" in written and q.rubric[0] in written
+        assert f"## {item_id(q.id)} — {q.title}" in written and q.rubric[0] in written
     with open(out / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [Path(r["notebook"]).name for r in rows] == NOTEBOOKS

@@ -72,7 +72,7 @@ def test_written_md_gathers_each_question_with_its_rubric_then_every_answer(tmp_
                                                   "rubric": ["first", "second"], "points": None, "max_points": 1}}},
     ]
     text = write_written(reports, tmp_path).read_text()
-    assert f"## {qid} — T (1 point)" in text and "1. first\n2. second" in text
+    assert f"## {qid}.reasoning — T (1 point)" in text                       # the reasoning, not the number and "1. first\n2. second" in text
     assert text.index("### a.ipynb") < text.index("### b.ipynb")
     assert "*No answer (missing).*" in text and "> line one\n>\n> line two" in text
     assert write_written([{"notebook": "c.ipynb", "written": {}}], tmp_path / "none") is None

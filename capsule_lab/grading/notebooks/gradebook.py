@@ -50,6 +50,7 @@ from typing import Sequence
 from ..tasks import TASKS
 from ..tasks.questions import QUESTIONS
 from .atomic import write_atomic
+from .written import item_id
 
 __all__ = ["DEFAULT_STUDENT", "Item", "items", "student_of", "students", "WRITTEN_CSV", "WRITTEN_COLUMNS",
            "write_written_csv", "read_written_csv", "gradebook_rows", "write_gradebook", "GRADEBOOK_CSV",
@@ -80,12 +81,6 @@ class Item:
     question: str = ""
 
 
-def _hand_id(question_id: str) -> str:
-    """A hand-scored item's id: a prediction's reasoning shares its question id with the checked task, so it gets
-    ``.reasoning``; a written question keeps its own."""
-    return f"{question_id}.reasoning" if question_id in TASKS else question_id
-
-
 def items(chapters: Sequence[str] | None = None) -> list[Item]:
     """The gradebook's columns for ``chapters`` (default: every chapter with tasks), in course order: each chapter's
     checked tasks (registry order), then its hand-scored items."""
@@ -98,7 +93,7 @@ def items(chapters: Sequence[str] | None = None) -> list[Item]:
     out = []
     for chapter in sorted(set(chosen)):
         out += [Item(t.id, chapter, t.points, False) for t in TASKS.values() if t.chapter == chapter]
-        out += [Item(_hand_id(q.id), chapter, q.points, True, q.id) for q in QUESTIONS.values()
+        out += [Item(item_id(q.id), chapter, q.points, True, q.id) for q in QUESTIONS.values()
                 if q.id.split(".", 1)[0] == chapter]
     return out
 

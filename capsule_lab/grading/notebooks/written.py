@@ -21,10 +21,11 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from ..tasks import TASKS
 from ..tasks.questions import QUESTIONS, questions_for_chapter
 from .atomic import write_atomic
 
-__all__ = ["written_answers", "write_written", "WRITTEN_NAME", "PLACEHOLDER"]
+__all__ = ["written_answers", "write_written", "item_id", "WRITTEN_NAME", "PLACEHOLDER"]
 
 #: The file :func:`write_written` writes into the grader's output folder.
 WRITTEN_NAME = "written.md"
@@ -32,6 +33,13 @@ WRITTEN_NAME = "written.md"
 PLACEHOLDER = "*Your answer here.*"
 _HEADING = re.compile(r"^\s*\*\*(Your reasoning|Your answer)\.\*\*\s*", re.I)
 _MARKER = re.compile(r"<!--\s*(BEGIN|END) SOLUTION\s*-->")
+
+
+def item_id(question_id: str) -> str:
+    """The id a hand-scored answer goes by in ``written.md``, ``written.csv`` and the gradebook: a prediction's
+    reasoning shares its question id with the checked task (``05.flip_entropy``, the number), so it is
+    ``05.flip_entropy.reasoning``; a written question keeps its own id. Exercises 05–08."""
+    return f"{question_id}.reasoning" if question_id in TASKS else question_id
 
 
 def _question_of(cell) -> str | None:
@@ -92,7 +100,8 @@ def write_written(reports: Sequence[dict], folder: str | Path) -> Path | None:
         entries = by_question[qid]
         first = entries[0][1]
         points = first.get("max_points", "?")
-        lines += [f"## {qid} — {first.get('title', '')} ({points} point{'' if points == 1 else 's'})", "", "Rubric:",
+        lines += [f"## {item_id(qid)} — {first.get('title', '')} ({points} point{'' if points == 1 else 's'})", "",
+                  "Rubric:",
                   ""]
         lines += [f"{k}. {criterion}" for k, criterion in enumerate(first.get("rubric", []), start=1)] + [""]
         for notebook, entry in entries:
