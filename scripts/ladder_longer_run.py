@@ -36,7 +36,7 @@ for path in (ROOT, ROOT / "scripts"):
 
 from capsule_lab.studies.ladder import ladder_study_data, run_ladder_study, run_record
 from capsule_lab.course.profiles import chapter_settings, seed_everything
-from longer_run import merge_reports, parse_arguments, write_report  # noqa: E402
+from longer_run import merged, parse_arguments, write_report  # noqa: E402
 
 OUT = ROOT / "capsule_lab" / "results" / "ladder_runs.json"
 LR_DECAY = 0.8          # per epoch; the quick profile's is 0.9
@@ -45,10 +45,7 @@ STEP_REPEATS = 10       # timed training steps on 100 training digits (Table 3's
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "--merge":
-        out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else OUT
-        parts = [Path(p) for p in argv[1:argv.index("--out") if "--out" in argv else len(argv)]]
-        merge_reports(parts, out)
+    if merged(argv, OUT):
         return
     args = parse_arguments(__doc__, argv, epochs=15, train_size=8000, test_size=2000, smoke_size=256, out=OUT)
     settings = chapter_settings("06", "quick")

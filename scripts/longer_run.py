@@ -63,12 +63,27 @@ def write_report(script: str, argv, args: argparse.Namespace, settings, started:
     print(f"wrote {args.out}")
 
 
-def merge_reports(paths: list, out: Path) -> None:
+def merged(argv: list, default_out: Path, levels: int = 1) -> bool:
+    """If ``argv`` is ``--merge PART PART … [--out PATH]``, merge those reports (:func:`merge_reports`, into
+    ``default_out`` unless ``--out`` says otherwise) and return True; otherwise do nothing and return False."""
+    if not argv or argv[0] != "--merge":
+        return False
+    end = argv.index("--out") if "--out" in argv else len(argv)
+    out = Path(argv[end + 1]) if end < len(argv) else default_out
+    merge_reports([Path(p) for p in argv[1:end]], out, levels=levels)
+    return True
+
+
+def merge_reports(paths: list, out: Path, levels: int = 1) -> None:
     """Merge the reports of one longer run split by seeds over several processes (each ``write_report``'s output)
     into one at ``out``: the runs of every seed, and a provenance whose ``command`` lists each part's command (joined
     by " && "), ``seeds`` their union, ``seconds`` the sum of the parts' (the compute the run took, whether or not
     parts ran side by side) and ``parts`` the seconds of each; the settings, torch, machine and threads must agree.
+    ``levels`` is how many names key a run before its seed: 1 for ``runs[network][seed]`` (chapter 06), 2 for
+    ``runs[dataset][router][seed]`` (chapter 07).
     """
+    if levels < 1:
+        raise ValueError(f"levels must be at least 1, got {levels}")
     reports = [json.loads(Path(p).read_text()) for p in paths]
     if len(reports) < 2:
         raise SystemExit("--merge needs two or more reports")
@@ -77,18 +92,27 @@ def merge_reports(paths: list, out: Path) -> None:
         for key in ("settings", "torch", "machine", "threads"):
             if other["provenance"][key] != first[key]:
                 raise SystemExit(f"the reports differ in {key}: they are not parts of one run")
+
+    def leaves(tree: dict, depth: int, names: tuple = ()):       # ((name, ..., seed), run) pairs
+        for key, value in tree.items():
+            yield from (leaves(value, depth - 1, names + (key,)) if depth else [(names + (key,), value)])
+
     runs: dict = {}
     for report in reports:
-        for name, seeds in report["runs"].items():
-            for seed, run in seeds.items():
-                if seed in runs.get(name, {}):
-                    raise SystemExit(f"{name}, seed {seed} is in two reports")
-                runs.setdefault(name, {})[seed] = run
+        for names, run in leaves(report["runs"], levels):
+            if names in runs:
+                raise SystemExit(f"{', '.join(names[:-1])}, seed {names[-1]} is in two reports")
+            runs[names] = run
+    nested: dict = {}                      # names in the order the lowest seed's report has them; seeds sorted
+    for names in sorted(runs, key=lambda n: int(n[-1])):
+        node = nested
+        for name in names[:-2]:
+            node = node.setdefault(name, {})
+        node.setdefault(names[-2], {})[names[-1]] = runs[names]
     parts = [r["provenance"]["seconds"] for r in reports]
     provenance = dict(first, command=" && ".join(r["provenance"]["command"] for r in reports),
                       seeds=sorted(s for r in reports for s in r["provenance"]["seeds"]), seconds=round(sum(parts), 1),
                       parts=parts, date=max(r["provenance"]["date"] for r in reports))
-    runs = {name: dict(sorted(seeds.items(), key=lambda item: int(item[0]))) for name, seeds in runs.items()}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"provenance": provenance, "runs": runs}, indent=1) + "\n")
+    out.write_text(json.dumps({"provenance": provenance, "runs": nested}, indent=1) + "\n")
     print(f"wrote {out}")

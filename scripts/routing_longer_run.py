@@ -29,12 +29,15 @@ for path in (ROOT, ROOT / "scripts"):
 
 from capsule_lab.studies.learned_routing import routing_study_data, run_routing_study, with_normalized_dynamic
 from capsule_lab.course.profiles import chapter_settings
-from longer_run import parse_arguments, write_report  # noqa: E402
+from longer_run import merged, parse_arguments, write_report  # noqa: E402
 
 OUT = ROOT / "capsule_lab" / "results" / "routing_runs.json"
 
 
 def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if merged(argv, OUT, levels=2):
+        return
     args = parse_arguments(__doc__, argv, epochs=3, train_size=6000, test_size=1000, smoke_size=128, out=OUT)
     settings = with_normalized_dynamic(chapter_settings("07", "quick"))
     settings = replace(settings, train_size=args.train_size, test_size=args.test_size,

@@ -1,0 +1,74 @@
+"""scripts/longer_run.merge_reports: the parts of one longer run (chapters 06 and 07), split by seeds over
+processes, become one report, whatever the nesting of the runs; parts of different runs are refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def script(name):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SCRIPTS))
+    spec.loader.exec_module(module)
+    return module
+
+
+def routing_report(seeds, seconds, command, lr=0.003):
+    runs = {d: {r: {str(s): {"accuracy": 0.5 + s / 100, "at": f"{d}/{r}/{s}"} for s in seeds}
+                for r in ("dynamic", "similarity")} for d in ("mnist", "fashion")}
+    return {"provenance": {"command": command, "settings": {"lr": lr}, "seeds": list(seeds), "seconds": seconds,
+                           "torch": "2.14.1", "machine": "x86_64", "threads": 1, "date": f"2026-11-2{seeds[0]}"},
+            "runs": runs}
+
+
+def test_routing_parts_merge_by_dataset_router_and_seed(tmp_path):
+    a, b, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "out.json"
+    a.write_text(json.dumps(routing_report((0, 1, 2), 3000.0, "first")))
+    b.write_text(json.dumps(routing_report((3, 4), 2000.0, "second")))
+    script("routing_longer_run").main(["--merge", str(b), str(a), "--out", str(out)])
+    merged = json.loads(out.read_text())
+    assert list(merged["runs"]) == ["mnist", "fashion"]
+    for dataset, routers in merged["runs"].items():
+        assert list(routers) == ["dynamic", "similarity"]
+        for router, seeds in routers.items():
+            assert list(seeds) == ["0", "1", "2", "3", "4"]                 # sorted as numbers, not by part
+            assert [run["at"] for run in seeds.values()] == [f"{dataset}/{router}/{s}" for s in range(5)]
+    p = merged["provenance"]
+    assert p["command"] == "second && first" and p["seeds"] == [0, 1, 2, 3, 4]
+    assert p["seconds"] == 5000.0 and p["parts"] == [2000.0, 3000.0] and p["date"] == "2026-11-23"
+
+
+def test_ladder_parts_merge_one_level_deep(tmp_path):
+    parts = []
+    for seeds in ((0, 10), (2,)):
+        report = routing_report(seeds, 10.0, "x")
+        report["runs"] = {"K=16": {str(s): {"seed": s} for s in seeds}}
+        parts.append(tmp_path / f"{seeds[0]}.json")
+        parts[-1].write_text(json.dumps(report))
+    script("longer_run").merge_reports(parts, tmp_path / "out.json")
+    assert list(json.loads((tmp_path / "out.json").read_text())["runs"]["K=16"]) == ["0", "2", "10"]
+
+
+def test_parts_of_different_runs_or_the_same_seed_are_refused(tmp_path):
+    merge = script("longer_run").merge_reports
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(routing_report((0,), 1.0, "a")))
+    b.write_text(json.dumps(routing_report((1,), 1.0, "b", lr=0.001)))
+    with pytest.raises(SystemExit, match="differ in settings"):
+        merge([a, b], tmp_path / "out.json", levels=2)
+    b.write_text(json.dumps(routing_report((0, 1), 1.0, "b")))
+    with pytest.raises(SystemExit, match="mnist, dynamic, seed 0 is in two reports"):
+        merge([a, b], tmp_path / "out.json", levels=2)
+    with pytest.raises(SystemExit, match="two or more"):
+        merge([a], tmp_path / "out.json", levels=2)
+    with pytest.raises(ValueError, match="levels must be at least 1"):
+        merge([a, b], tmp_path / "out.json", levels=0)
+    assert not (tmp_path / "out.json").exists()
