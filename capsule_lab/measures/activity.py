@@ -4,8 +4,9 @@ Taught in chapter 06. :func:`activity_profile` is Figure 4's curve: per image th
 capsules sorted from the largest, averaged over the images; :func:`activity_drop` reads the split between active
 and inactive capsules image by image (where each image's activity falls, and how many of its capsules sit in
 between), which a mean profile cannot: a mean of sharp falls at different ranks looks like a slow fall, and a
-network whose every capsule stays active has no middling capsule but no split either; :func:`most_active_couplings` is Figure 1's measure, the
-lengths and couplings of the most active capsules for one class. They read any network's capsules.
+network whose every capsule stays active has no middling capsule but no split either; :func:`most_active_couplings`
+is Figure 1's measure, the lengths and couplings of the most active capsules for one class. They read any network's
+capsules.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ from .common import rerun, shipped_results
 
 __all__ = ["TrainedNetwork", "ladder_study_data", "matched_class_dim", "train_network", "run_ladder_study",
            "primary_capsules", "activity_profiles", "activity_drops", "coupling_profile", "shipped_ladder_runs",
-           "run_record", "LADDER_CLAIMS", "FIT_MATCHED", "LADDER_TIMING", "study_network", "time_ladder_steps", "shipped_ladder_timing",
+           "run_record", "LADDER_CLAIMS", "FIT_MATCHED", "LADDER_TIMING", "study_network", "time_ladder_steps",
+           "shipped_ladder_timing",
            "ladder_claim_records", "ladder_verdicts", "LadderSettings", "SETTINGS"]
 
 

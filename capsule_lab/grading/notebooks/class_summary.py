@@ -42,7 +42,8 @@ def _cell(value, numeric: bool = False) -> str:
 def _table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f'<th scope="col">{html.escape(c)}</th>' for c in columns)
     body = "".join(f"<tr>{''.join(r)}</tr>" for r in rows)
-    table = f"<table><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table = (f"<table><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead>"
+             f"<tbody>{body}</tbody></table>")
     # a narrow screen scrolls the table, not the page; the region takes the keyboard's focus to scroll
     return f'<div class="wide" role="region" tabindex="0" aria-label="{html.escape(caption)}">{table}</div>'
 
@@ -50,7 +51,8 @@ def _table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) 
 def _hints(counter: Counter) -> str:
     if not counter:
         return "<td>–</td>"
-    listed = "".join(f"<li>{html.escape(h)} <strong>({n}×)</strong></li>" for h, n in counter.most_common(COMMON_HINTS))
+    listed = "".join(f"<li>{html.escape(h)} <strong>({n}×)</strong></li>"
+                     for h, n in counter.most_common(COMMON_HINTS))
     return f"<td><ol>{listed}</ol></td>"
 
 
@@ -76,7 +78,8 @@ def write_class_summary(by_student: dict, hand: dict, path: str | os.PathLike,
                             else (t.get("hint") or t.get("message") or t.get("status") or "?").strip()
                             for t in outcomes if not t["passed"])
             rows.append([_cell(item.id), _cell(TASKS[item.id].title), _cell(item.points, True),
-                         _cell(f"{full} of {len(reports)}", True), _cell("–" if mean is None else f"{mean:.2f}", True),
+                         _cell(f"{full} of {len(reports)}", True),
+                         _cell("–" if mean is None else f"{mean:.2f}", True),
                          _hints(hints)])
         parts.append(_table(f"Chapter {chapter}: the checked tasks ({len(reports)} graded notebook(s))",
                             ["task", "title", "points", "full points", "mean points", "most common hints when missed"],

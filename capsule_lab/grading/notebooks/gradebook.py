@@ -174,9 +174,9 @@ def _criteria(rubric) -> str:
 
 
 def write_written_csv(by_student: dict, path: str | os.PathLike, chapters: Sequence[str] | None = None) -> tuple:
-    """Write the hand-scored points file ``path`` (``<report folder>/written.csv``) for the reports ``by_student`` (:func:`students`): one row per student and
-    hand-scored item of ``chapters`` whose notebook was graded, sorted by student and course order, ``points``
-    empty. Points (and comments) already in the file are kept where the student, item and answer are the same;
+    """Write the hand-scored points file ``path`` (``<report folder>/written.csv``) for the reports ``by_student``
+    (:func:`students`): one row per student and hand-scored item of ``chapters`` whose notebook was graded, sorted
+    by student and course order, ``points`` empty. Points (and comments) already in the file are kept where the student, item and answer are the same;
     returns ``(path, dropped)``: the ``(student, item)`` whose points were dropped because the answer changed."""
     path = Path(path)
     previous = {}
