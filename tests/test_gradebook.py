@@ -110,7 +110,9 @@ def class_reports() -> list[dict]:
             report("sub/alice_01_capsules.ipynb", "01"),
             report("sub/bob_05_rem.ipynb", "05", earned={"05.class_entropy": 0, "05.global_prune": 1}),
             report("sub/carol_05_rem.ipynb", "05", graded=False),
-            report("sub/dave_05_rem.ipynb", "05", cell_errors=2)]
+            report("sub/dave_05_rem.ipynb", "05", cell_errors=2),
+            dict(report("sub/dave_99_junk.ipynb", "05", graded=False), chapter=None,
+                 grading_error="cannot tell the chapter")]
 
 
 def test_grade_hand_score_and_export_a_class(tmp_path, key_file, capsys):
@@ -131,6 +133,7 @@ def test_grade_hand_score_and_export_a_class(tmp_path, key_file, capsys):
     assert book["carol"]["05 checked"] == "" and "05: not graded: the kernel died" in book["carol"]["status"]
     assert "01: not submitted" in book["bob"]["status"]
     assert book["dave"]["flags"] == "05: full score with 2 cell errors" and book["alice"]["flags"] == ""
+    assert "sub/dave_99_junk.ipynb: not graded: cannot tell the chapter" in book["dave"]["status"]
 
     # the instructor scores every answer: alice full, bob 0 and 1, dave 1 and 1.5
     given = {("alice", "05.flip_entropy.reasoning"): "1", ("alice", "05.what_low_entropy_shows"): "2",

@@ -338,6 +338,9 @@ def gradebook_rows(by_student: dict, hand: dict, chapters: Sequence[str] | None 
                 statuses.append(f"{chapter}: {status}")
             if flag:
                 flags.append(f"{chapter}: {flag}")
+        stray = by_student.get((student, ""))           # graded=no before its chapter was known
+        if stray is not None:
+            statuses.append(f"{stray['notebook']}: not graded: {stray.get('grading_error') or '?'}")
         rows.append(row + ["; ".join(statuses) or "complete", "; ".join(flags)])
     return columns, rows
 
