@@ -77,7 +77,7 @@ def merged(argv: list, default_out: Path, levels: int = 1) -> bool:
 def merge_reports(paths: list, out: Path, levels: int = 1) -> None:
     """Merge the reports of one longer run split by seeds over several processes (each ``write_report``'s output)
     into one at ``out``: the runs of every seed, and a provenance whose ``command`` lists each part's command (joined
-    by " && "), ``seeds`` their union, ``seconds`` the sum of the parts' (the compute the run took, whether or not
+    by " && "), ``seeds`` the seeds the runs hold (a part stopped before its last seed names more than it ran), ``seconds`` the sum of the parts' (the compute the run took, whether or not
     parts ran side by side) and ``parts`` the seconds of each; the settings, torch, machine and threads must agree.
     ``levels`` is how many names key a run before its seed: 1 for ``runs[network][seed]`` (chapter 06), 2 for
     ``runs[dataset][router][seed]`` (chapter 07).
@@ -111,7 +111,7 @@ def merge_reports(paths: list, out: Path, levels: int = 1) -> None:
         node.setdefault(names[-2], {})[names[-1]] = runs[names]
     parts = [r["provenance"]["seconds"] for r in reports]
     provenance = dict(first, command=" && ".join(r["provenance"]["command"] for r in reports),
-                      seeds=sorted(s for r in reports for s in r["provenance"]["seeds"]), seconds=round(sum(parts), 1),
+                      seeds=sorted({int(names[-1]) for names in runs}), seconds=round(sum(parts), 1),
                       parts=parts, date=max(r["provenance"]["date"] for r in reports))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"provenance": provenance, "runs": nested}, indent=1) + "\n")

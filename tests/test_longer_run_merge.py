@@ -72,3 +72,15 @@ def test_parts_of_different_runs_or_the_same_seed_are_refused(tmp_path):
     with pytest.raises(ValueError, match="levels must be at least 1"):
         merge([a, b], tmp_path / "out.json", levels=0)
     assert not (tmp_path / "out.json").exists()
+
+
+def test_the_seeds_are_those_the_runs_hold(tmp_path):
+    """A part stopped after some of its seeds (its provenance names them all) gives only the seeds it ran."""
+    stopped = routing_report((0, 1), 10.0, "--seeds 0 1 2")
+    stopped["provenance"]["seeds"] = [0, 1, 2]
+    parts = [tmp_path / "a.json", tmp_path / "c.json"]
+    parts[0].write_text(json.dumps(stopped))
+    parts[1].write_text(json.dumps(routing_report((2,), 5.0, "--seeds 2")))
+    script("longer_run").merge_reports(parts, tmp_path / "out.json", levels=2)
+    merged = json.loads((tmp_path / "out.json").read_text())
+    assert merged["provenance"]["seeds"] == [0, 1, 2] and list(merged["runs"]["mnist"]["dynamic"]) == ["0", "1", "2"]
