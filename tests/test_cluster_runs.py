@@ -89,7 +89,7 @@ def without(record: dict, *timing) -> dict:
 
 # ---------------------------------------------------------------- the tasks
 
-FULL_TASKS = {"04": 100, "05": 10, "06": 25, "07": 18, "08": 36}
+FULL_TASKS = {"04": 100, "05": 10, "06": 25, "07": 30, "08": 36}
 
 
 def networks_per_seed(chapter: str, s) -> set:
@@ -405,14 +405,14 @@ def test_cluster_run_takes_its_index_from_slurm_and_merge_names_the_missing(tmp_
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
     args = ["cluster", "run", "07", "--profile", "quick", "--out", str(out), "--device", "cpu"]
     assert cli.main(args) == 0
-    assert capsys.readouterr().out.strip() == f"task 0 of 18 (dynamic, mnist, seed 0): trained, {record}"
+    assert capsys.readouterr().out.strip() == f"task 0 of 30 (dynamic, mnist, seed 0): trained, {record}"
     assert cli.main(args) == 0
     assert "already done" in capsys.readouterr().out
     document = json.loads(record.read_text())
     assert document["provenance"]["command"] == "capsule-lab cluster " + " ".join(args[1:])
     assert document["provenance"]["slurm"]["array_task_id"] == "0" and document["settings"]["train_size"] == 2000
-    assert cli.main(["cluster", "merge", "07", str(out), "--profile", "quick"]) == 2       # 3 seeds, as shipped
-    assert "17 of 18 tasks have no record yet: run them (sbatch --array=1-17" in capsys.readouterr().err
+    assert cli.main(["cluster", "merge", "07", str(out), "--profile", "quick"]) == 2       # 5 seeds, as shipped
+    assert "29 of 30 tasks have no record yet: run them (sbatch --array=1-29" in capsys.readouterr().err
 
 
 def test_the_batch_script_runs_its_array_task_with_the_chapter_and_options(tmp_path):

@@ -18,7 +18,7 @@ from capsule_lab.grading import get_task
 from capsule_lab.grading.engine.hidden import HIDDEN_KINDS, draw, hidden_cases, hidden_expected
 from capsule_lab.grading.engine.running import expected
 from capsule_lab.grading.tasks import TASKS
-from capsule_lab.grading.tasks.registry import drawn, generator
+from capsule_lab.grading.tasks.registry import drawn, drawn_seed, generator
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = bytes(range(32))
@@ -68,24 +68,62 @@ def _numbers(value) -> list:
     return [value] if isinstance(value, (int, float, str)) else []
 
 
+#: The experiments whose seeds are drawn (registry.drawn_seed): the rest take literal seeds and get no hidden case.
+DRAWN_EXPERIMENTS = {"08.new_router": 2}
+
+
 @pytest.mark.parametrize("task_id", list(TASKS))
 def test_hidden_cases_mirror_the_published_ones_on_other_numbers(task_id):
     task = get_task(task_id)
-    hidden = hidden_cases(task, draw(KEY, "n1"))
-    if task.kind not in HIDDEN_KINDS:
-        assert hidden == []                                               # a prediction stays a number
+    number = draw(KEY, "n1")
+    hidden = hidden_cases(task, number)
+    if task.kind not in HIDDEN_KINDS or (task.kind == "experiment" and task_id not in DRAWN_EXPERIMENTS):
+        assert hidden == []                                  # a prediction stays a number; a literal seed stays
         return
     assert hidden, f"{task_id} has no hidden case"
-    published = {c.name: c for c in task.cases()}
+    if task_id in DRAWN_EXPERIMENTS:
+        assert len(hidden) == DRAWN_EXPERIMENTS[task_id]
+    with drawn(number):
+        again = task.cases()
+    twins = {a.name: p for a, p in zip(again, task.cases())}              # a twin is at the same place
     for case in hidden:
         assert case.hidden and case.name.startswith("hidden: ")
-        twin = published[case.name[len("hidden: "):]]
+        twin = twins[case.name[len("hidden: "):]]
         assert case.group == twin.group and case.grad == twin.grad and case.kwargs.keys() == twin.kwargs.keys()
         tensors = list(zip(_tensors(case.args), _tensors(twin.args)))
         assert all(a.shape == b.shape and a.dtype == b.dtype for a, b in tensors)
         assert _numbers(case.args) != _numbers(twin.args) or _numbers(case.kwargs) != _numbers(twin.kwargs)
     again = hidden_cases(task, draw(KEY, "n1"))                           # the nonce and the key redraw them
     assert all(torch.equal(a, b) for x, y in zip(hidden, again) for a, b in zip(_tensors(x.args), _tensors(y.args)))
+    assert [c.name for c in again] == [c.name for c in hidden]
+
+
+def test_a_drawn_seed_is_the_published_one_outside_a_draw_and_another_within():
+    assert [drawn_seed(s) for s in (0, 1, 2)] == [0, 1, 2]
+    with drawn(5):
+        a, b = drawn_seed(1), drawn_seed(2)
+        with drawn(6):
+            c = drawn_seed(1)
+    assert len({a, b, c}) == 3 and min(a, b, c) >= 3 and max(a, b, c) < 2 ** 31
+    with drawn(5):
+        assert drawn_seed(1) == a                                          # the same draw: the same seed
+    assert drawn_seed(1) == 1
+    with drawn(0):                                                         # the draw 0 too moves every seed
+        assert drawn_seed(0) == 3 and drawn_seed(1) == 3 + 0x9E3779B97F4A7C15 % (2 ** 31 - 4)
+    for bad in (-1, 1.0, True, "1"):
+        with pytest.raises(ValueError, match="whole number"):
+            drawn_seed(bad)
+
+
+def test_check_redraws_only_an_experiment_s_drawn_cases():
+    from capsule_lab.grading.engine.hidden import redrawn_cases
+
+    for task in TASKS.values():
+        pairs = redrawn_cases(task, draw(KEY, "check"))
+        assert [c.group for c, _ in pairs] == [c.group for c in task.cases()]
+        drawn_ones = [c for c, d in pairs if d]
+        assert len(drawn_ones) == (DRAWN_EXPERIMENTS.get(task.id, 0)), task.id
+        assert all(not c.hidden for c, _ in pairs)
 
 
 def test_the_hidden_answers_are_the_reference_s_on_the_hidden_inputs():
@@ -171,10 +209,43 @@ def test_the_solutions_pass_the_hidden_cases_of_many_draws(chapter):
     from capsule_lab.grading.engine.running import run_student
 
     functions = _solution_functions(chapter)
-    tasks = [t for t in TASKS.values() if t.chapter == chapter and t.kind in HIDDEN_KINDS]
+    tasks = [t for t in TASKS.values() if t.chapter == chapter and t.kind in HIDDEN_KINDS and t.kind != "experiment"]
     for nonce in range(8):
         for task_id, cases in hidden_expected(tasks, draw(KEY, f"draw {nonce}")).items():
             task = get_task(task_id)
             got = run_student(task, functions[task.function], cases)
             status, problem, _ = verdict(task, cases, got)
             assert status == "passed", (task_id, nonce, problem)
+
+
+@pytest.mark.slow
+def test_the_solution_passes_the_drawn_seeds_of_two_gradings():
+    """08's experiment on the seeds of two gradings' draws (each trains the reference and the solution twice): the
+    band holds for a right answer at seeds nobody chose."""
+    from capsule_lab.grading.engine.judging import verdict
+    from capsule_lab.grading.engine.running import run_student
+
+    functions = _solution_functions("08")
+    task = get_task("08.new_router")
+    for nonce in range(2):
+        (cases,) = hidden_expected([task], draw(KEY, f"draw {nonce}")).values()
+        status, problem, _ = verdict(task, cases, run_student(task, functions[task.function], cases))
+        assert status == "passed", (nonce, problem)
+
+
+def test_grade_runs_an_experiment_s_drawn_seeds_instead_of_their_published_twins():
+    """08.new_router: seed 0 and the two seeds drawn for the notebook, not seeds 1 and 2 besides (each would train
+    the student's router once more); an implementation keeps its published cases beside its hidden ones."""
+    from capsule_lab.grading.engine.hidden import graded_cases
+    from capsule_lab.grading.engine.running import Expected
+
+    for task_id, kept in (("08.new_router", ["seed 0"]), ("01.squash", None)):
+        task = get_task(task_id)
+        published = [Expected(c, None, None) for c in task.cases()]
+        hidden = [Expected(c, None, None) for c in hidden_cases(task, draw(KEY, "g"))]
+        names = [e.case.name for e in graded_cases(task, published, hidden)]
+        if kept is None:
+            assert names == [e.case.name for e in published + hidden]
+        else:
+            assert [n.split(" (")[0] for n in names[:1]] == kept and len(names) == 3
+            assert all(n.startswith("hidden: seed ") for n in names[1:])

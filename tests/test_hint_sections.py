@@ -35,6 +35,7 @@ def references(text: str) -> list:
     """(chapter, section, title) for every "§N title" in the clause that follows a "chapter NN" in ``text`` (up to
     the next bracket or line end: "chapter 07 … (§3 and §4.1 of the paper)" cites the paper, not the chapter)."""
     found = []
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)          # a Markdown link reads as its text
     for part in re.split(r"(?=chapter \d\d)", text):
         chapter = re.match(r"chapter (\d\d)", part)
         if chapter:
@@ -68,6 +69,8 @@ def test_the_parser_reads_numbers_titles_and_chapters():
     assert references("§2 nothing before a chapter") == []
     assert references("taught in chapter 07, the procedure\n(§3 and §4.1 of the paper)") == []
     assert headings("06")[2] == "the pruning layer by hand"
+    assert references("Taught in [chapter 08](https://x/08.ipynb), §1 ten routers, one backbone (a router)") == [
+        ("08", 1, "ten routers")]
 
 
 @pytest.mark.parametrize("where, text", _hint_texts() + _notebook_texts())

@@ -11,7 +11,7 @@ import torch
 from capsule_lab.studies.learned_routing import (VOTES, RouterRun, build_model, class_layer_inputs, measure_couplings,
                                                  routing_study_data, run_routing_study, study_routers, train_router)
 from capsule_lab.models import CapsNetConfig, ConvCapsNet, ConvCapsNetConfig
-from capsule_lab.studies.learned_routing import LearnedRoutingSettings
+from capsule_lab.studies.learned_routing import LearnedRoutingSettings, with_normalized_dynamic
 from capsule_lab.course.profiles import chapter_settings
 from capsule_lab.routing import ConnectionistRouter, DynamicRouter, SimilarityRouter, coupling_polarisation
 
@@ -166,16 +166,19 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
     from capsule_lab.studies.learned_routing import shipped_routing_runs
     report = shipped_routing_runs()
     prov, runs = report["provenance"], report["runs"]
-    assert prov["seeds"] == [0, 1, 2] and prov["settings"]["epochs"] == 3 and prov["settings"]["train_size"] == 6000
-    settings = chapter_settings("07", "quick")
+    schedule = prov["settings"]["schedule"]
+    assert prov["seeds"] == [0, 1, 2, 3, 4] and prov["settings"]["train_size"] == 6000
+    assert schedule["epochs"] == 15 and schedule["lr_decay"] == 0.8
+    settings = with_normalized_dynamic(chapter_settings("07", "quick"))
     assert list(runs) == list(settings.datasets)
     for dataset, routers in runs.items():
-        assert list(routers) == list(settings.routers)
+        assert list(routers) == list(settings.routers)                     # the normalised-votes arm included
         for router, seeds in routers.items():
             count = sum(p.numel() for p in build_model(router, settings).parameters())
-            for seed in ("0", "1", "2"):
-                run = seeds[seed]
-                assert 0.1 < run["accuracy"] <= 1 and run["parameters"] == count and len(run["train_loss"]) == 3
+            assert list(seeds) == ["0", "1", "2", "3", "4"]
+            for run in seeds.values():
+                assert 0.1 < run["accuracy"] <= 1 and run["parameters"] == count
+                assert len(run["train_loss"]) == len(run["train_accuracy"]) == 15
                 assert 0 <= run["entropy"] <= 1 and 0 < run["largest"] <= 1
 
 
@@ -184,13 +187,13 @@ def test_the_shipped_longer_run_is_complete_and_consistent():
 def test_claim_records_and_verdicts_of_the_longer_run():
     from _scipy_verdicts import scipy_outcomes
 
-    from capsule_lab.studies.learned_routing import (LEARNED_CLAIMS, learned_claim_records, learned_verdicts,
-                                                     shipped_routing_runs)
+    from capsule_lab.studies.learned_routing import (DYNAMIC_NORMALIZED, LEARNED_CLAIMS, learned_claim_records,
+                                                     learned_verdicts, shipped_routing_runs)
     shipped = shipped_routing_runs()
     records = learned_claim_records(shipped)
     assert len(records) == sum(len(seeds) for routers in shipped["runs"].values() for seeds in routers.values())
     for r in records:
-        router, dataset = r["router"].split(", ")
+        router, dataset = r["router"].rsplit(", ", 1)
         assert r["accuracy"] == shipped["runs"][dataset][router][str(r["seed"])]["accuracy"]
     rows = learned_verdicts(shipped)
     assert [r.verdict.outcome for r in rows] == scipy_outcomes(records, LEARNED_CLAIMS)
@@ -200,11 +203,14 @@ def test_claim_records_and_verdicts_of_the_longer_run():
     # with each epoch's training accuracy kept, the convergence criterion reads it (here: still climbing)
     climbing = {"runs": {"mnist": {router: {str(s): {"accuracy": 0.9 + 0.01 * s + (0.02 if router == "connectionist"
                                                                                   else 0), "train_accuracy": [0.8, 0.9]}
-                                            for s in range(3)} for router in ("dynamic", "similarity", "connectionist")},
+                                            for s in range(3)} for router in ("dynamic", "similarity", "connectionist",
+                                                                              DYNAMIC_NORMALIZED)},
                          "fashion": {router: {str(s): {"accuracy": 0.8, "train_accuracy": [0.8, 0.801]}
-                                              for s in range(3)} for router in ("dynamic", "connectionist")}}}
+                                              for s in range(3)} for router in ("dynamic", "connectionist",
+                                                                                 DYNAMIC_NORMALIZED)}}}
     rows = learned_verdicts(climbing)
     assert "connectionist, mnist not converged (seeds 0, 1, 2" in rows[0].verdict.reason
-    assert rows[2].verdict.p_support is not None                                     # Fashion: converged, tested
+    assert all(rows[i].verdict.p_support is not None for i in (2, 4, 6))              # Fashion: converged, tested
+    assert all("not converged" in rows[i].verdict.reason for i in (1, 3, 5))          # MNIST: still climbing
     with pytest.raises(ValueError, match="shipped_routing_runs"):
         learned_claim_records({"provenance": {}})

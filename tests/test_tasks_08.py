@@ -18,6 +18,7 @@ import torch
 from scipy.stats import binomtest
 
 from capsule_lab.grading import check, grade_notebook, tasks_for_chapter
+from capsule_lab.grading.engine import checking as checking_module
 from capsule_lab.grading.engine.judging import credit
 from capsule_lab.grading.engine.running import expected, run_student
 from capsule_lab.grading.tasks import get_task
@@ -140,17 +141,37 @@ def _sharp_einsum():
 
 @functools.lru_cache(maxsize=None)
 def _bench(seed: int) -> dict:
-    """The sharpened router on the bench's own data (bench_data: the first 3000 and 500 images), at ``seed``."""
+    """The sharpened router on the bench's own data (bench_data: the first 1000 and 1000 images), at ``seed``."""
     from capsule_lab.course.profiles import chapter_settings
     from capsule_lab.studies.bench.entries import BenchEntry
     from capsule_lab.studies.bench.runner import run_router_bench
 
     quick = chapter_settings("08", "quick")
-    settings = replace(quick, train_size=3000, test_size=500, schedule=replace(quick.schedule, epochs=1), rem_rounds=0,
+    settings = replace(quick, train_size=1000, test_size=1000, schedule=replace(quick.schedule, epochs=1), rem_rounds=0,
                        seeds=(seed,), timing_repeats=1)
     (record,) = run_router_bench(settings, routers=["einsum"], custom={"einsum": BenchEntry(lambda s: _sharp_einsum())},
                                  cache=None, memory=False, progress=False)
     return record
+
+
+REAL_FRESH_DRAW = checking_module.fresh_draw
+
+#: The draw the tests give check's drawn seeds (checking.fresh_draw), so that they train the same networks every run.
+DRAW = 2026
+
+
+@pytest.fixture(autouse=True)
+def fixed_draw(monkeypatch):
+    from capsule_lab.grading.engine import checking
+
+    monkeypatch.setattr(checking, "fresh_draw", lambda: DRAW)
+
+
+def _drawn_seeds(draw=DRAW) -> list:
+    from capsule_lab.grading.tasks.registry import drawn
+
+    with drawn(draw):
+        return [case.args[-1] for case in get_task("08.new_router").cases()]
 
 
 @pytest.mark.slow
@@ -158,23 +179,67 @@ def test_the_experiment_reference_and_its_band():
     task = get_task("08.new_router")
     accuracies = [_bench(seed)["accuracy"] for seed in (0, 1, 2)]
     spread = max(accuracies) - min(accuracies)
-    # The band is for a comparison at the same seed (reproduced exactly across kernels and threads): 2 of the 500
+    # The band is for a comparison at the same seed (reproduced exactly across kernels and threads): 2 of the 1000
     # test images and rounding; the spread between seeds is far wider and is no band for it.
-    assert task.atol == pytest.approx(0.005) and spread > 2 * task.atol, accuracies
+    assert task.atol == pytest.approx(0.003) and spread > 2 * task.atol, accuracies
     from capsule_lab.course.profiles import chapter_settings
     from capsule_lab.studies.bench.entries import bench_data
 
-    train, test, _ = bench_data(replace(chapter_settings("08", "quick"), train_size=3000, test_size=500))
-    measured = {}
+    train, test, _ = bench_data(replace(chapter_settings("08", "quick"), train_size=1000, test_size=1000))
+    assert [c.args[-1] for c in task.cases()] == [0, 1, 2]                              # published: seeds 0, 1, 2
     for case in task.cases():
         *data, seed = case.args
         for given, bench in zip(data, (*train.tensors, *test.tensors)):                # the cases carry bench_data
             assert torch.equal(given, bench), case.name
-        measured[seed] = task.reference(*case.args)
-        assert abs(measured[seed] - _bench(seed)["accuracy"]) <= task.atol, seed           # the einsum router
-    assert check(task.id, lambda *data, seed=0: measured[data[-1]] + 0.0049, verbose=False).passed
-    assert not check(task.id, lambda *data, seed=0: measured[data[-1]] + 0.0051, verbose=False).passed
-    assert min(accuracies) > 0.85 and _bench(0)["affine_accuracy"] < min(accuracies) - task.atol
+    seeds = _drawn_seeds()
+    assert seeds[0] == 0 and min(seeds[1:]) >= 3 and seeds[1] != seeds[2]              # what check runs
+    measured = {seed: _bench(seed)["accuracy"] for seed in seeds}                       # the einsum router
+    for case in expected(replace(task, cases=lambda: [replace(c, args=(*c.args[:-1], s))
+                                                      for c, s in zip(task.cases(), seeds)])):
+        assert abs(case.want.outputs[0].item() - measured[case.case.args[-1]]) <= task.atol, case.case.name
+    assert check(task.id, lambda *data, seed=0: measured[data[-1]] + 0.0029, verbose=False).passed
+    assert not check(task.id, lambda *data, seed=0: measured[data[-1]] + 0.0031, verbose=False).passed
+    assert min(accuracies) > 0.75 and _bench(0)["affine_accuracy"] < min(accuracies) - task.atol
+
+
+@pytest.mark.slow
+def test_a_table_of_the_seeds_answers_does_not_pass():
+    """Issue 47: the task text prints seed 0's accuracy; a table of it (and of seeds 1 and 2, the published
+    twins of the drawn seeds) passes seed 0 only, in check (seeds drawn for the check) and in grade (seeds drawn
+    from the instructor's key), whatever it returns for a seed it does not know."""
+    table = {seed: _bench(seed)["accuracy"] for seed in (0, 1, 2)}
+    mean = sum(table.values()) / 3
+    for answer in (lambda *data, seed=0: table[data[-1]], lambda *data, seed=0: table.get(data[-1], mean)):
+        result = check("08.new_router", answer, verbose=False)
+        assert not result.passed and result.points == 1, result.message               # seed 0 only
+        assert "two drawn seeds" in result.message and "drawn (1000 training" in result.message
+    from capsule_lab.grading.engine.hidden import draw, hidden_cases
+
+    hidden = hidden_cases(get_task("08.new_router"), draw(bytes(range(32)), "a notebook"))
+    assert [c.group for c in hidden] == ["two drawn seeds"] * 2
+    assert all(c.args[-1] not in table and c.name.startswith("hidden: seed ") for c in hidden)
+
+
+def test_each_check_draws_its_seeds_afresh(monkeypatch):
+    """Without the tests' fixed draw, every check runs the drawn group on other seeds (none of 0, 1, 2), and the
+    reference runs on them each time; seed 0's reference is computed once."""
+    from capsule_lab.grading.engine import checking
+
+    monkeypatch.setattr(checking, "fresh_draw", REAL_FRESH_DRAW)
+    seen = []
+
+    def reference_answers(task, cached=False):          # records the seeds the reference is asked for
+        seeds = [c.args[-1] for c in task.cases()]
+        seen.append(seeds)
+        return [seed for seed in seeds]
+
+    monkeypatch.setattr(checking, "expected", reference_answers)
+    monkeypatch.setattr(checking, "_CHECKED", {})
+    task = get_task("08.new_router")
+    runs = [checking._checked_cases(task) for _ in range(2)]
+    assert seen[0] == [0] and [len(s) for s in seen[1:]] == [2, 2]          # seed 0 once; two new seeds per check
+    assert runs[0][0] == runs[1][0] == 0 and runs[0][1:] == seen[1] and runs[1][1:] == seen[2]
+    assert set(seen[1] + seen[2]).isdisjoint({0, 1, 2}) and set(seen[1]) != set(seen[2])
 
 
 def _variant_router(temperature=0.1, axis=-1, uniform=False):
@@ -201,7 +266,8 @@ def _variant_router(temperature=0.1, axis=-1, uniform=False):
 @pytest.mark.parametrize("variant", [dict(temperature=1.0), dict(uniform=True), dict(axis=1)],
                          ids=["temperature 1", "uniform couplings", "softmax over the inputs"])
 def test_the_experiment_refuses_the_plausible_wrong_routers(variant):
-    """Each wrong router, run through the bench as a student would, earns nothing: it misses the band at both seeds."""
+    """Each wrong router, run through the bench as a student would, earns nothing: it misses the band at seed 0 and at
+    the tests' two drawn seeds (at a drawn seed one of them lands within it now and then, see ch08._EXP_BAND)."""
     from capsule_lab.data.transforms import affine_test_set
     from capsule_lab.course.profiles import chapter_settings
     from capsule_lab.studies.bench.entries import BenchEntry
@@ -219,7 +285,7 @@ def test_the_experiment_refuses_the_plausible_wrong_routers(variant):
                                      custom={"mine": BenchEntry(lambda s: _variant_router(**variant))})
         return record["accuracy"]
 
-    result = check("08.new_router", accuracy, verbose=False)
+    result = check("08.new_router", accuracy, verbose=False)     # seed 0 and the tests' drawn seeds
     assert not result.passed and result.points == 0, result.message
 
 

@@ -65,8 +65,8 @@ __all__ = ["FORMAT", "SEEDS_06", "SEEDS_07", "ChapterRun", "Task", "RUNS", "CHAP
 #: The version of a task record's meaning, stored in every record file (the key that marks a JSON file as one).
 FORMAT = 1
 #: The seeds of chapters 06 and 07, whose settings name none: as many as their shipped longer runs have
-#: (``ladder_runs.json``: 5; ``routing_runs.json``: 3).
-SEEDS_06, SEEDS_07 = (0, 1, 2, 3, 4), (0, 1, 2)
+#: (``ladder_runs.json`` and ``routing_runs.json``: 5 each).
+SEEDS_06, SEEDS_07 = (0, 1, 2, 3, 4), (0, 1, 2, 3, 4)
 
 
 class Task(NamedTuple):

@@ -26,11 +26,13 @@ import contextlib
 import inspect
 import os
 import re
+import secrets
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Sequence
 
 from ..tasks.registry import Task, get_task
+from .hidden import redrawn_cases
 from .judging import credit, earned_points, verdict
 from .running import NOT_IMPLEMENTED, Expected, StubAnswer, describe_value, expected, run_student
 
@@ -76,15 +78,29 @@ _FAILED_CHECKS: dict = {}  # bug hunt id → failed checks in this process (the 
 _CHECKED: dict = {}   # task id → (the task, its expected cases): check's reference answers, once per process
 
 
+def fresh_draw() -> int:
+    """The draw of one check's drawn cases (an experiment's seeds, :func:`~.hidden.redrawn_cases`): new at every call,
+    so that no table of answers holds them."""
+    return secrets.randbits(63)
+
+
 def _checked_cases(task: Task) -> list[Expected]:
     """:func:`~.running.expected` of ``task``, computed at its first :func:`check` (or read from the reference cache on
     disk) and kept for the process: the cases are seeded, so a second check of the same task (a student trying again,
     in this kernel or after a restart) compares at once instead of running the reference again (for an
-    experiment, training its networks again)."""
+    experiment, training its networks again). An experiment's cases whose seeds are drawn (08's) are the exception:
+    they are drawn afresh for every check (:func:`fresh_draw`) and the reference runs on them every time."""
+    pairs = redrawn_cases(task, fresh_draw()) if task.kind == "experiment" else []
+    fixed = [case for case, drawn in pairs if not drawn]
     kept = _CHECKED.get(task.id)
     if kept is None or kept[0] is not task:
-        kept = _CHECKED[task.id] = (task, expected(task, cached=True))
-    return kept[1]
+        kept = _CHECKED[task.id] = (task, expected(replace(task, cases=lambda: fixed)) if len(fixed) < len(pairs)
+                                    else expected(task, cached=True))
+    if len(fixed) == len(pairs):
+        return kept[1]
+    known = iter(kept[1])
+    fresh = iter(expected(replace(task, cases=lambda: [case for case, drawn in pairs if drawn])))
+    return [next(fresh) if drawn else next(known) for _, drawn in pairs]
 
 
 def _run_checks(task: Task, fn: Callable, also_allowed: tuple = ()) -> tuple[str | None, str, float, list]:

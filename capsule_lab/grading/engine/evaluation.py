@@ -38,6 +38,7 @@ import torch
 from ..tasks import TASKS
 from ..tasks.registry import Task
 from .checking import stand_in_note
+from .hidden import graded_cases
 from .judging import credit, earned_points, passed_cases, verdict
 from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
                         limited, start_in_new_session, usage)
@@ -89,12 +90,14 @@ def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], s
 
 
 def _outcome(task: Task, status: str, problem: str | None = None, hint: str | None = None,
-             fraction: float = 0.0, failed: Sequence[str] = (), hidden: dict | None = None) -> dict:
+             fraction: float = 0.0, failed: Sequence[str] = (), hidden: dict | None = None,
+             total: int | None = None) -> dict:
     """A task's outcome; ``fraction`` of its points for a task not passed (partial credit by case group);
-    ``hidden``: ``{"cases", "passed"}`` of its hidden cases, where it had any."""
+    ``hidden``: ``{"cases", "passed"}`` of its hidden cases, where it had any; ``total``: the cases run (default the
+    published ones and the hidden)."""
     passed = status == "passed"
     hint = "" if passed else (task.hint if hint is None else hint)
-    total = len(_EXPECTED[task.id]) + (hidden["cases"] if hidden else 0)
+    total = len(_EXPECTED[task.id]) + (hidden["cases"] if hidden else 0) if total is None else total
     message = f"passed all {total} cases" if passed else f"{problem} — hint: {hint}"
     if hidden:
         message += f" (hidden cases drawn for this grading: {hidden['passed']} of {hidden['cases']} passed)"
@@ -157,7 +160,7 @@ def _judge(task: Task, path: Path, cases: list, memory_limit_mb: float = 0) -> d
     if hidden:
         ok = passed_cases(task, cases, got)
         counts = {"cases": len(hidden), "passed": sum(ok[k] for k in hidden)}
-    return _outcome(task, status, problem, hint, fraction, failed, counts)
+    return _outcome(task, status, problem, hint, fraction, failed, counts, total=len(cases))
 
 
 def _progress(workdir: Path, prefix: str) -> int | None:
@@ -213,7 +216,7 @@ def score_functions(chapter: str, sources: list, folder: str | os.PathLike, task
     memory_limit_mb = float(DEFAULT_MEMORY_LIMIT_MB if memory_limit_mb is None else memory_limit_mb)
     cpu_limit_s = float(default_cpu_limit(task_timeout) if cpu_limit_s is None else cpu_limit_s)
     prepare(tasks)
-    cases_of = {t.id: [*_EXPECTED[t.id], *(hidden or {}).get(t.id, ())] for t in tasks}
+    cases_of = {t.id: graded_cases(t, _EXPECTED[t.id], (hidden or {}).get(t.id, ())) for t in tasks}
     limits = (task_timeout, env, memory_limit_mb, cpu_limit_s, sandbox, cases_of)
     scored = _score(chapter, sources, folder, tasks, *limits)
     outcomes = scored["tasks"]

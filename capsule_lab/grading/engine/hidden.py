@@ -11,8 +11,13 @@ edge cases (zero rows, long and tiny vectors) on other numbers. A case whose inp
 its hidden cases pass. The reference's answers on them are computed here, outside the sandbox, before any of the
 notebook's code runs, and never cached (they differ for every notebook).
 
-Predictions return a number the student works out, and experiments take seeds as literal arguments: neither has
-hidden cases (a table of their answers is the same as knowing them; see the instructors' guide). The report records
+Predictions return a number the student works out: they have no hidden cases (a table of their answers is the same
+as knowing them). An experiment's case gets a hidden twin only where it takes its seed from
+:func:`~capsule_lab.grading.tasks.registry.drawn_seed` (08's): a case whose seed the exercise names, whose answer
+the student could copy, would otherwise pass by a lookup. ``check`` too runs such a case on a seed drawn afresh
+at every call (:func:`redrawn_cases`), so that a lookup fails there as well; a case with a literal seed stays as
+it is (05, 06 and 07's experiments; see the instructors' guide).
+The report records
 the nonce (``hidden_draw``): with the key, the instructor draws the same cases again.
 """
 
@@ -29,10 +34,11 @@ import torch
 from ..tasks.registry import Case, Task, drawn
 from .running import Expected, expected
 
-__all__ = ["HIDDEN_KINDS", "HIDDEN_PREFIX", "draw", "new_nonce", "hidden_cases", "hidden_expected"]
+__all__ = ["HIDDEN_KINDS", "HIDDEN_PREFIX", "draw", "new_nonce", "hidden_cases", "hidden_expected", "redrawn_cases",
+           "graded_cases"]
 
 #: The kinds of task that get hidden cases.
-HIDDEN_KINDS = ("implement", "bug hunt")
+HIDDEN_KINDS = ("implement", "bug hunt", "experiment")
 #: How a hidden case's name starts (the rest is the published case's name it mirrors).
 HIDDEN_PREFIX = "hidden: "
 
@@ -63,20 +69,36 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def hidden_cases(task: Task, number: int) -> list[Case]:
-    """``task``'s cases built again under the draw ``number``: each one whose inputs differ from its published
-    twin's, named ``"hidden: <published name>"``, in the same group, marked ``hidden``. None for a prediction or an
-    experiment (:data:`HIDDEN_KINDS`)."""
-    if task.kind not in HIDDEN_KINDS:
-        return []
+def _drawn_twins(task: Task, number: int) -> list[Case | None]:
+    """For each published case of ``task``, its twin built under the draw ``number``, or None where the inputs come
+    out the same. The twins keep their groups (a name may change: a drawn seed names itself)."""
     published = task.cases()
     with drawn(number):
         again = task.cases()
-    if [c.name for c in again] != [c.name for c in published]:
-        raise ValueError(f"task {task.id}: its cases change names under a draw; a case's name must not depend on "
+    if [c.group for c in again] != [c.group for c in published]:
+        raise ValueError(f"task {task.id}: its cases change groups under a draw; a case's group must not depend on "
                          "the random numbers")
-    return [dataclasses.replace(c, name=HIDDEN_PREFIX + c.name, hidden=True) for c, p in zip(again, published)
-            if not (_same(c.args, p.args) and _same(c.kwargs, p.kwargs))]
+    return [None if _same(c.args, p.args) and _same(c.kwargs, p.kwargs) else c for c, p in zip(again, published)]
+
+
+def hidden_cases(task: Task, number: int) -> list[Case]:
+    """``task``'s cases built again under the draw ``number``: each one whose inputs differ from its published
+    twin's, named ``"hidden: <its name>"``, in the same group, marked ``hidden``. None for a prediction, nor for an
+    experiment whose seeds are literals (:data:`HIDDEN_KINDS`)."""
+    if task.kind not in HIDDEN_KINDS:
+        return []
+    return [dataclasses.replace(c, name=HIDDEN_PREFIX + c.name, hidden=True)
+            for c in _drawn_twins(task, number) if c is not None]
+
+
+def redrawn_cases(task: Task, number: int) -> list[tuple[Case, bool]]:
+    """What ``check`` runs of an experiment: its published cases in order, each that changes under the draw
+    ``number`` (a seed from :func:`~capsule_lab.grading.tasks.registry.drawn_seed`) replaced by its drawn twin, as
+    ``(case, drawn)`` pairs. Every other kind: the published cases, none drawn (its hidden cases are grade's)."""
+    published = task.cases()
+    if task.kind != "experiment":
+        return [(c, False) for c in published]
+    return [(p, False) if c is None else (c, True) for c, p in zip(_drawn_twins(task, number), published)]
 
 
 def hidden_expected(tasks: Sequence[Task], number: int) -> dict[str, list[Expected]]:
@@ -89,3 +111,13 @@ def hidden_expected(tasks: Sequence[Task], number: int) -> dict[str, list[Expect
             with drawn(number):
                 out[task.id] = expected(dataclasses.replace(task, cases=lambda cases=cases: cases))
     return out
+
+
+def graded_cases(task: Task, published: Sequence[Expected], hidden: Sequence[Expected]) -> list[Expected]:
+    """What ``grade`` runs of ``task``: its published cases, then its hidden ones. For an experiment a drawn case's
+    hidden twin takes its published one's place (08's seeds 1 and 2 stand for seeds drawn anew): each drawn seed
+    trains once, and the student's function runs on no seed it could have been told."""
+    if task.kind != "experiment" or not hidden:
+        return [*published, *hidden]
+    mirrored = {p.name for p, twin in zip(task.cases(), _drawn_twins(task, 0)) if twin is not None}
+    return [e for e in published if e.case.name not in mirrored] + list(hidden)

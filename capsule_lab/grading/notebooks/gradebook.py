@@ -56,7 +56,7 @@ __all__ = ["DEFAULT_STUDENT", "Item", "items", "student_of", "students", "WRITTE
            "write_written_csv", "read_written_csv", "gradebook_rows", "write_gradebook", "GRADEBOOK_CSV",
            "EXPORTS", "write_export", "flags_of"]
 
-#: The default student pattern: what comes before ``_NN_`` in the file name (``alice_01_capsules.ipynb`` → alice).
+#: The default student pattern, the name before ``_NN_`` in the file name (``alice_01_capsules.ipynb`` → alice).
 DEFAULT_STUDENT = r"file:^(?P<student>.+?)_\d\d_"
 #: The hand-scored points file the instructor edits, in the report folder.
 WRITTEN_CSV = "written.csv"

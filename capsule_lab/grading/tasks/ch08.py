@@ -27,7 +27,7 @@ from ...studies.bench.entries import BenchEntry
 from ...evidence.stats import binomial_standard_error, mcnemar_test, paired_t_test, pooled_mcnemar_test
 from ...studies.bench.runner import run_router_bench, summarize_records
 from ...routing import Router, RoutingResult, dynamic_routing
-from .registry import Case, Task, WrongAnswer, generator, register
+from .registry import Case, Task, WrongAnswer, drawn_seed, generator, register
 from .questions import Question, register_questions
 
 # --- 08.summary -----------------------------------------------------------------------------------------------
@@ -256,24 +256,25 @@ _PREDICT_WRONG = (
 
 # --- 08.new_router (mini-experiment) --------------------------------------------------------------------------
 
-#: The experiment's bench: chapter 08's quick settings, shrunk to a few seconds of CPU.
-_EXP_TRAIN, _EXP_TEST, _EXP_TEMPERATURE, _EXP_ITERATIONS = 3000, 500, 0.1, 3
+#: The experiment's bench: chapter 08's quick settings, shrunk to a couple of seconds of CPU per network (a check
+#: trains the reference and the student's router at three seeds).
+_EXP_TRAIN, _EXP_TEST, _EXP_TEMPERATURE, _EXP_ITERATIONS = 1000, 1000, 0.1, 3
 
 #: The experiment's band, atol. The answer is compared with the reference at the *same* seed, which reproduces
-#: exactly: seeds 0 and 1 gave 0.930 and 0.910 with this CPU's kernels on 2 threads, on 1 thread, and with AVX2-only
-#: kernels on 1 thread (2026-11-27), a difference of 0 of the 500 test images. The band allows 2 images (0.004) for
-#: a processor whose summation order differs, plus rounding: 0.005. (The spread *between* seeds, 0.020, is no
-#: measure of this comparison: as a band it let plain routing, T = 1, pass at 0.908 and 0.890.) The plausible wrong
-#: routers all miss it at both seeds (tests/test_tasks_08.py): T = 1 by 0.020–0.022, uniform couplings by
-#: 0.026–0.032, the softmax over the inputs by 0.19–0.27.
-_EXP_BAND = 0.005
+#: exactly: seeds 0-3 gave 0.835, 0.808, 0.824 and 0.824 with this CPU's kernels on 2 threads, on 1 thread and with
+#: AVX2-only kernels on 1 thread (2026-11-29), 0 of the 1000 test images apart. The band allows 2 images (0.002) for
+#: a processor whose summation order differs, plus rounding: 0.003. The spread *between* seeds is no measure of this
+#: comparison (sd 0.019 over 16 seeds on 400 test images, 0.765-0.838). The plausible wrong routers miss it at seed 0
+#: (tests/test_tasks_08.py); at a drawn seed each lands within it now and then (over seeds 0-15 on 400 test images:
+#: T = 1 at no seed, uniform couplings at 1 of 16), hence two drawn seeds, both to pass.
+_EXP_BAND = 0.003
 
 _EXP_RECORDS: dict = {}
 _EXP_DATA: dict = {}
 
 
 def _experiment_data() -> tuple:
-    """The first 3000 training and 500 test images of the offline MNIST (read without torchvision, which the
+    """The first 1000 training and 1000 test images of the offline MNIST (read without torchvision, which the
     grader's evaluation process cannot import): images, labels, images, labels."""
     if not _EXP_DATA:
         train, test = load_mnist(True, source="offline"), load_mnist(False, source="offline")
@@ -340,9 +341,16 @@ _EXPERIMENT_WRONG = (
 
 
 def _experiment_cases() -> list:
+    """Seed 0, whose accuracy the exercise prints, and two seeds drawn afresh by every check and every grading
+    (:func:`~.registry.drawn_seed`; 1 and 2 when published), which no table of answers holds."""
     data = _experiment_data()
-    return [Case("seed 0 (3000 training and 500 test images)", (*data, 0), grad="none", group="seed 0"),
-            Case("seed 1 (3000 training and 500 test images)", (*data, 1), grad="none", group="seed 1")]
+    size = f"{_EXP_TRAIN} training and {_EXP_TEST} test images"
+    cases = [Case(f"seed 0 ({size})", (*data, 0), grad="none", group="seed 0")]
+    for published in (1, 2):
+        seed = drawn_seed(published)
+        cases.append(Case(f"seed {seed}" + (", drawn" if seed != published else "") + f" ({size})", (*data, seed),
+                          grad="none", group="two drawn seeds"))
+    return cases
 
 
 register(

@@ -33,7 +33,7 @@ from typing import Callable, Iterator
 import torch
 
 __all__ = ["Case", "WrongAnswer", "Task", "KINDS", "TASKS", "register", "task_ids", "get_task",
-           "tasks_for_chapter", "generator", "randn", "drawn"]
+           "tasks_for_chapter", "generator", "randn", "drawn", "drawn_seed"]
 
 
 @dataclass(frozen=True)
@@ -236,6 +236,18 @@ def drawn(draw: int) -> Iterator[None]:
         yield
     finally:
         _DRAW.pop()
+
+
+def drawn_seed(published: int) -> int:
+    """The training seed of an experiment's case: ``published`` outside :func:`drawn`, and within it another seed,
+    fixed by the draw and by ``published``, from 3 to 2³¹ − 1 (never one of the published seeds 0, 1 and 2). An
+    experiment whose cases take their seeds from here gets cases no table of answers holds: ``check`` draws them
+    afresh at every call and ``grade`` from the instructor's key (:mod:`~capsule_lab.grading.engine.hidden`)."""
+    if isinstance(published, bool) or not isinstance(published, int) or published < 0:
+        raise ValueError(f"a seed is a whole number >= 0, got {published!r}")
+    if not _DRAW:
+        return published
+    return 3 + (published * 0x9E3779B97F4A7C15 + _DRAW[-1]) % (2 ** 31 - 4)
 
 
 def randn(gen, *shape, dtype=torch.float32, scale=1.0):
