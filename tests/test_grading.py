@@ -327,8 +327,9 @@ def test_solutions_score_full_marks_and_reports_are_written(solution_reports):
     assert [Path(r["notebook"]).name for r in rows] == NOTEBOOKS
     assert list(rows[0]) == ["notebook", "chapter", "graded", "score", "max_score", *POINTS, "task_timeouts",
                              "task_errors", "task_limits", "cell_timeouts", "cell_errors", "cell_limits", "sandbox",
-                             "grading_error"]
+                             "grading_error", "flags"]
     assert {r["sandbox"] for r in rows} == {"bubblewrap"}                   # graded in the OS sandbox
+    assert {r["flags"] for r in rows if r["cell_errors"] == "0"} == {""}    # a flag only beside cell errors
     assert [r["chapter"] for r in rows] == ["01", "02", "03", "04", "05", "06", "07", "08"] and {r["graded"] for r in rows} == {"yes"}
     assert [r["score"] for r in rows] == [str(sum(p for t, p in POINTS.items() if t.startswith(n[:2]))) for n in NOTEBOOKS]
     assert rows[0]["01.squash"] == "1" and rows[0]["02.routing_step"] == ""
