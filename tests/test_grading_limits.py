@@ -253,7 +253,9 @@ def test_the_cli_takes_the_limits():
 @pytest.mark.xdist_group("grading-limits")
 def test_a_kernel_that_dies_at_start_because_its_port_is_taken_is_started_again(tmp_path, monkeypatch):
     """Two kernels started at once can pick the same free port; the one that binds second dies before
-    replying to kernel_info (CI, `grade -j 2`). The grader starts it again instead of failing the notebook."""
+    replying to kernel_info (CI, `grade -j 2`). The grader starts it again instead of failing the notebook. (On
+    Linux the grader's kernels talk over IPC sockets, which have no ports; the kernel here is put on TCP, as on
+    Windows, where the clash can still happen.)"""
     import socket
 
     from capsule_lab.grading.notebooks import kernel
@@ -266,6 +268,7 @@ def test_a_kernel_that_dies_at_start_because_its_port_is_taken_is_started_again(
 
     class FirstStartClashes(manager_class):
         async def _async_pre_start_kernel(self, **kw):
+            self.transport, self.ip = "tcp", "127.0.0.1"
             starts.append(len(starts) == 0)
             if starts[-1]:  # the first kernel is told to bind a port that is already taken
                 self.cache_ports = False
