@@ -21,7 +21,7 @@ from typing import Sequence
 from ..tasks import TASKS
 from ..tasks.questions import QUESTIONS
 from .atomic import write_atomic
-from .gradebook import gradebook_rows, items
+from .gradebook import chapter_maxima, gradebook_rows, items
 
 __all__ = ["write_class_summary", "COMMON_HINTS"]
 
@@ -99,7 +99,7 @@ def write_class_summary(by_student: dict, hand: dict, path: str | os.PathLike,
     columns, rows = gradebook_rows(by_student, hand, chapters, "course")
     keep = ["student", *(f"{c} total" for c in chosen), "status", "flags"]
     student_rows = [[_cell(row[columns.index(k)], k.endswith("total")) for k in keep] for row in rows]
-    maxima = {c: sum(i.points for i in chosen_items if i.chapter == c) for c in chosen}
+    maxima = chapter_maxima(chapters)
     parts.append(_table("Each student: the chapters' totals (checked and hand-scored points), or why there is none",
                         ["student", *(f"{c} (of {maxima[c]})" for c in chosen), "status", "flags"], student_rows))
     page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'

@@ -54,7 +54,7 @@ from .written import item_id
 
 __all__ = ["DEFAULT_STUDENT", "Item", "items", "student_of", "students", "WRITTEN_CSV", "WRITTEN_COLUMNS",
            "write_written_csv", "read_written_csv", "gradebook_rows", "write_gradebook", "GRADEBOOK_CSV",
-           "EXPORTS", "write_export", "flags_of"]
+           "EXPORTS", "write_export", "flags_of", "chapter_maxima"]
 
 #: The default student pattern, the name before ``_NN_`` in the file name (``alice_01_capsules.ipynb`` → alice).
 DEFAULT_STUDENT = r"file:^(?P<student>.+?)_\d\d_"
@@ -357,13 +357,20 @@ def write_gradebook(by_student: dict, hand: dict, path: str | os.PathLike, chapt
     return Path(path)
 
 
+def chapter_maxima(chapters: Sequence[str] | None = None) -> dict[str, int]:
+    """``{chapter: points}``: each chosen chapter's checked and hand-scored points together (:func:`items`)."""
+    maxima: dict[str, int] = {}
+    for item in items(chapters):
+        maxima[item.chapter] = maxima.get(item.chapter, 0) + item.points
+    return maxima
+
+
 def _chapter_totals(by_student: dict, hand: dict, chapters) -> tuple[list[str], list[str], dict, dict]:
     """(students, chapters, {(student, chapter): total or ""}, {chapter: max}) from the course gradebook."""
     columns, rows = gradebook_rows(by_student, hand, chapters, "course")
-    chosen = sorted({i.chapter for i in items(chapters)})
-    totals = {(row[0], c): row[columns.index(f"{c} total")] for row in rows for c in chosen}
-    maxima = {c: rows[0][columns.index(f"{c} max")] if rows else sum(i.points for i in items([c])) for c in chosen}
-    return [row[0] for row in rows], chosen, totals, maxima
+    maxima = chapter_maxima(chapters)
+    totals = {(row[0], c): row[columns.index(f"{c} total")] for row in rows for c in maxima}
+    return [row[0] for row in rows], list(maxima), totals, maxima
 
 
 def write_export(by_student: dict, hand: dict, path: str | os.PathLike, platform: str,
