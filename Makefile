@@ -217,7 +217,7 @@ test: $(SETUP_STAMP) data bubblewrap chromium $(VENDOR_FILES)
 	exit $$status
 
 test-unit: $(SETUP_STAMP)
-	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider --durations=15
+	$(UNIT_ENV) $(PY) -m pytest tests -n 2 --dist loadgroup -p no:cacheprovider --durations=40
 
 # The inner loop: the unit and property tests without the marks `notebook` (kernels, grading), `book` (the build and
 # the browser) and `slow` (paper-size networks, timings); `make test` runs them all. Under 2 minutes here.

@@ -89,13 +89,14 @@ def _checked_cases(task: Task) -> list[Expected]:
     disk) and kept for the process: the cases are seeded, so a second check of the same task (a student trying again,
     in this kernel or after a restart) compares at once instead of running the reference again (for an
     experiment, training its networks again). An experiment's cases whose seeds are drawn (08's) are the exception:
-    they are drawn afresh for every check (:func:`fresh_draw`) and the reference runs on them every time."""
+    they are drawn afresh for every check (:func:`fresh_draw`) and the reference runs on them every time; its fixed
+    cases (08's seed 0) are kept on disk like any other task's."""
     pairs = redrawn_cases(task, fresh_draw()) if task.kind == "experiment" else []
     fixed = [case for case, drawn in pairs if not drawn]
     kept = _CHECKED.get(task.id)
     if kept is None or kept[0] is not task:
-        kept = _CHECKED[task.id] = (task, expected(replace(task, cases=lambda: fixed)) if len(fixed) < len(pairs)
-                                    else expected(task, cached=True))
+        kept = _CHECKED[task.id] = (task, expected(replace(task, cases=lambda: fixed), cached=True)
+                                    if len(fixed) < len(pairs) else expected(task, cached=True))
     if len(fixed) == len(pairs):
         return kept[1]
     known = iter(kept[1])

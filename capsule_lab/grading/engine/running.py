@@ -182,7 +182,10 @@ def expected(task: Task, cached: bool = False) -> list[Expected]:
     out = []
     for index, case in enumerate(cases):
         want0 = evaluate(task, task.reference, case, None, student=False)
-        weights = _weights(index, want0.outputs) if case.grad != "none" else None
+        if case.grad == "none":       # values only: the first run is the answer (an experiment trains once)
+            out.append(Expected(case, None, want0))
+            continue
+        weights = _weights(index, want0.outputs)     # the projection is shaped by the outputs: a second run
         out.append(Expected(case, weights, evaluate(task, task.reference, case, weights, student=False)))
     if cached:
         reference_cache.save(task, out)
