@@ -47,10 +47,11 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if merged(argv, OUT):
         return
-    args = parse_arguments(__doc__, argv, epochs=15, train_size=8000, test_size=2000, smoke_size=256, out=OUT)
+    args = parse_arguments(__doc__, argv, epochs=15, train_size=8000, test_size=2000, smoke_size=256, out=OUT,
+                           lr_decay=LR_DECAY)
     settings = chapter_settings("06", "quick")
     settings = replace(settings, train_size=args.train_size, test_size=args.test_size,
-                       schedule=replace(settings.schedule, epochs=args.epochs, lr_decay=LR_DECAY))
+                       schedule=replace(settings.schedule, epochs=args.epochs, lr_decay=args.lr_decay))
     data = ladder_study_data(settings)
     started = time.perf_counter()
     runs = {}

@@ -22,11 +22,11 @@ import torch
 
 
 def parse_arguments(doc: str, argv, *, epochs: int, train_size: int, test_size: int, smoke_size: int,
-                    out: Path) -> argparse.Namespace:
+                    out: Path, lr_decay: float | None = None) -> argparse.Namespace:
     """The options of a longer run, parsed from ``argv`` (None: ``sys.argv``). ``--quick`` replaces the seeds,
     epochs and sizes by a smoke test's: seed 0, 1 epoch, ``smoke_size`` training and test images. ``--lr-decay``
-    (None unless given) replaces the schedule's per-epoch decay where the script reads it. The thread count is
-    applied to torch here.
+    (default ``lr_decay``: the script's own; None leaves the schedule's) replaces the schedule's per-epoch decay. The
+    thread count is applied to torch here.
     """
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -34,8 +34,9 @@ def parse_arguments(doc: str, argv, *, epochs: int, train_size: int, test_size: 
     parser.add_argument("--train-size", type=int, default=train_size)
     parser.add_argument("--test-size", type=int, default=test_size)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--lr-decay", type=float, default=None,
-                        help="the learning rate's decay per epoch (default: the schedule's own)")
+    parser.add_argument("--lr-decay", type=float, default=lr_decay,
+                        help="the learning rate's decay per epoch (default: "
+                             + ("the schedule's own)" if lr_decay is None else f"{lr_decay})"))
     parser.add_argument("--quick", action="store_true",
                         help=f"a smoke test: {smoke_size} images, 1 epoch, seed 0")
     parser.add_argument("--out", type=Path, default=out)

@@ -53,11 +53,13 @@ def settings_for(dataset: str, args):
     capsnet = replace(quick.capsnet, image_size=40) if dataset == "expanded" else quick.capsnet
     if args.quick:
         return replace(quick, capsnet=capsnet, datasets=(dataset,), train_size=args.train_size, val_size=64,
-                       test_size=args.test_size, schedule=replace(quick.schedule, epochs=3), warmup_epochs=1,
+                       test_size=args.test_size, schedule=replace(quick.schedule, epochs=3, lr_decay=args.lr_decay or quick.schedule.lr_decay),
+                       warmup_epochs=1,
                        rounds=2, epochs_per_round=1, amount=0.2, seeds=tuple(args.seeds), keep_every_step=False)
     return replace(quick, capsnet=capsnet, datasets=(dataset,), val_size=VAL_SIZE[dataset],
                    train_size=args.train_size if dataset == "fashion" else None,
-                   test_size=None, schedule=replace(quick.schedule, epochs=args.epochs),
+                   test_size=None, schedule=replace(quick.schedule, epochs=args.epochs,
+                                                    lr_decay=args.lr_decay or quick.schedule.lr_decay),
                    warmup_epochs=4, rounds=8, epochs_per_round=2, tune_epochs=args.epochs - 20, amount=0.2,
                    seeds=tuple(args.seeds), keep_every_step=False, threads=args.threads)
 

@@ -44,7 +44,7 @@ def main(argv=None) -> None:
                            out=LONGER_RUN.with_suffix(".json"))
     if args.seeds == [0, 1, 2] and not args.quick and "--seeds" not in argv:
         args.seeds = [0, 1, 2, 3, 4]
-    settings = longer_run_settings(args.epochs, args.train_size, args.test_size, args.seeds, routers)
+    settings = longer_run_settings(args.epochs, args.train_size, args.test_size, args.seeds, routers, args.lr_decay)
     cache = LONGER_RUN if not args.quick else args.out.with_suffix("")
     started = time.perf_counter()
     records = run_router_bench(settings, data=bench_data(settings), cache=cache, device="cpu")

@@ -47,11 +47,12 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if merged(argv, OUT, levels=2):
         return
-    args = parse_arguments(__doc__, argv, epochs=15, train_size=6000, test_size=1000, smoke_size=128, out=OUT)
+    args = parse_arguments(__doc__, argv, epochs=15, train_size=6000, test_size=1000, smoke_size=128, out=OUT,
+                           lr_decay=LR_DECAY)
     settings = with_normalized_dynamic(chapter_settings("07", "quick"))
     settings = replace(settings, train_size=args.train_size, test_size=args.test_size,
                        schedule=replace(settings.schedule, epochs=args.epochs,
-                                        lr_decay=args.lr_decay or LR_DECAY))
+                                        lr_decay=args.lr_decay))
     data = {name: routing_study_data(name, settings) for name in settings.datasets}
     started = time.perf_counter()
     runs = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -201,7 +202,7 @@ def test_claim_records_and_verdicts_of_the_longer_run():
            for run in seeds.values()):
         assert all("kept no training accuracy" in r.verdict.reason for r in rows)
     # with each epoch's training accuracy kept, the convergence criterion reads it (here: still climbing)
-    climbing = {"runs": {"mnist": {router: {str(s): {"accuracy": 0.9 + 0.01 * s + (0.02 if router == "connectionist"
+    climbing = {"provenance": shipped["provenance"], "runs": {"mnist": {router: {str(s): {"accuracy": 0.9 + 0.01 * s + (0.02 if router == "connectionist"
                                                                                   else 0), "train_accuracy": [0.8, 0.9]}
                                             for s in range(3)} for router in ("dynamic", "similarity", "connectionist",
                                                                               DYNAMIC_NORMALIZED)},
@@ -214,3 +215,37 @@ def test_claim_records_and_verdicts_of_the_longer_run():
     assert all("not converged" in rows[i].verdict.reason for i in (1, 3, 5))          # MNIST: still climbing
     with pytest.raises(ValueError, match="shipped_routing_runs"):
         learned_claim_records({"provenance": {}})
+
+
+def _run_of(profile: str, routers, accuracy=lambda router, seed: 0.9 + 0.001 * seed) -> dict:
+    """A run of chapter 07's study as the cluster's merge writes it: the profile's settings in the provenance."""
+    from dataclasses import asdict
+
+    settings = json.loads(json.dumps(asdict(chapter_settings("07", profile)), default=str))
+    return {"provenance": {"settings": settings},
+            "runs": {d: {r: {str(s): {"accuracy": accuracy(r, s), "train_accuracy": [0.9, 0.9]} for s in range(3)}
+                         for r in routers} for d in ("mnist", "fashion")}}
+
+
+def test_a_run_is_asked_only_the_rows_its_network_and_arms_can_answer():
+    """The shipped run: all seven rows. The quick settings without the normalised-votes arm: the first three. Faria's
+    network (a full-profile cluster run): every router already has eq. 1's votes, so Table 3's row and the same-votes
+    rows are asked of its dynamic routing, and the votes-alone rows not at all."""
+    from capsule_lab.studies.learned_routing import (DYNAMIC_NORMALIZED, LEARNED_CLAIMS, learned_claims,
+                                                     learned_verdicts, shipped_routing_runs)
+    assert learned_claims(shipped_routing_runs()) == LEARNED_CLAIMS
+    plain = ("dynamic", "similarity", "connectionist")
+    assert learned_claims(_run_of("quick", plain)) == LEARNED_CLAIMS[:3]
+    paper = _run_of("full", plain, accuracy=lambda r, s: {"dynamic": 0.99, "similarity": 0.98}.get(r, 0.985) + s / 1e4)
+    claims = learned_claims(paper)
+    assert [c.question for c in claims] == [LEARNED_CLAIMS[k].question for k in (0, 3, 4)]
+    assert [(c.a, c.b) for c in claims] == [("connectionist, mnist", "similarity, mnist"),
+                                            ("connectionist, mnist", "dynamic, mnist"),
+                                            ("connectionist, fashion", "dynamic, fashion")]
+    assert all("Faria's network (Table 1)" in c.differs and "slim" not in c.differs for c in claims)
+    assert not any(DYNAMIC_NORMALIZED in c.a + c.b for c in claims)
+    rows = learned_verdicts(paper)                       # the example of the setup page runs on such a report
+    assert [r.claim for r in rows] == list(claims)
+    assert rows[1].verdict.estimate == pytest.approx(-0.005, abs=1e-9)      # 98.5 % against 99.0 %
+    with pytest.raises(ValueError, match="provenance must hold the run's settings"):
+        learned_claims({"runs": paper["runs"]})

@@ -84,3 +84,30 @@ def test_the_seeds_are_those_the_runs_hold(tmp_path):
     script("longer_run").merge_reports(parts, tmp_path / "out.json", levels=2)
     merged = json.loads((tmp_path / "out.json").read_text())
     assert merged["provenance"]["seeds"] == [0, 1, 2] and list(merged["runs"]["mnist"]["dynamic"]) == ["0", "1", "2"]
+
+
+class _Stop(Exception):
+    """Raised where a script would start loading data, with that call's arguments (the settings among them)."""
+
+
+@pytest.mark.parametrize("name, loader, default", [("ladder_longer_run", "ladder_study_data", 0.8),
+                                                    ("routing_longer_run", "routing_study_data", 0.8),
+                                                    ("rem_longer_run", "rem_study_data", None),
+                                                    ("router_bench_longer_run", "bench_data", None)])
+def test_every_longer_run_trains_with_the_decay_its_command_names(monkeypatch, name, loader, default):
+    """``--lr-decay`` reaches the schedule the script trains with (the ladder script once ignored it); without it,
+    the script's own decay (0.8 for chapters 06 and 07) or the quick profile's."""
+    module = script(name)
+
+    def stop(*args, **kwargs):
+        raise _Stop(*args)
+
+    monkeypatch.setattr(module, loader, stop)
+    decays = []
+    for argv in (["--lr-decay", "0.55"], []):
+        with pytest.raises(_Stop) as caught:
+            module.main(argv + ["--threads", "1"] + (["--datasets", "fashion"] if name == "rem_longer_run" else []))
+        (settings,) = [a for a in caught.value.args if hasattr(a, "schedule")]
+        decays.append(settings.schedule.lr_decay)
+    assert decays[0] == 0.55
+    assert decays[1] == (default if default is not None else 0.9), decays

@@ -344,3 +344,16 @@ def test_the_longer_run_script_trains_the_quick_bench_longer_and_records_its_pro
     assert report["provenance"]["settings"]["schedule"]["epochs"] == 4 and report["provenance"]["seeds"] == [0, 1]
     assert len(report["runs"]["records"]) == 2 * len(QUICK.routers)
     torch.set_num_threads(1)
+
+
+def test_longer_run_settings_train_longer_with_the_quick_networks_and_check_the_decay():
+    from capsule_lab.studies.bench.runner import SETTINGS, longer_run_settings
+    quick = SETTINGS["quick"]
+    s = longer_run_settings(4, 600, 200, (0, 1), routers=("uniform",), lr_decay=0.7)
+    assert (s.schedule.epochs, s.schedule.lr_decay, s.train_size, s.test_size, s.seeds, s.routers) == (
+        4, 0.7, 600, 200, (0, 1), ("uniform",))
+    assert s.schedule.lr == quick.schedule.lr and s.rem_rounds == min(quick.rem_rounds, 3)
+    assert longer_run_settings(2, 10, 10, (0,)).schedule.lr_decay == quick.schedule.lr_decay
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="lr_decay must be in"):
+            longer_run_settings(2, 10, 10, (0,), lr_decay=bad)

@@ -39,7 +39,7 @@ from .common import same_start, shipped_results
 
 __all__ = ["ROUTERS", "VOTES", "RouterRun", "routing_study_data", "study_router_spec", "study_routers", "build_model",
            "class_layer_inputs", "measure_couplings", "train_router", "run_routing_study", "shipped_routing_runs",
-           "LEARNED_CLAIMS", "learned_claim_records", "learned_verdicts", "LearnedRoutingSettings", "ROUTERS_07",
+           "LEARNED_CLAIMS", "learned_claims", "learned_claim_records", "learned_verdicts", "LearnedRoutingSettings", "ROUTERS_07",
            "VOTES_07", "DYNAMIC_NORMALIZED", "with_normalized_dynamic", "SETTINGS"]
 
 
@@ -345,10 +345,42 @@ def learned_claim_records(shipped: dict | None = None) -> list:
     return records
 
 
-def learned_verdicts(shipped: dict | None = None, claims=LEARNED_CLAIMS, alpha: float = 0.05) -> list:
-    """Chapter 07's verdict table: :data:`LEARNED_CLAIMS` tested on the longer run (:func:`learned_claim_records`) by
-    :func:`capsule_lab.evidence.claims.claim_verdicts`. Chapter 07."""
-    return claim_verdicts(learned_claim_records(shipped), claims, alpha)
+_PAPER_PAIR = ("the router alone: Faria's network (Table 1), every router on the normalised votes of eq. 1, the same "
+               "data, schedule and seeds")
+_PAPER_SAME_VOTES = ("the router and what comes with it: in Faria's network (Table 1) every router gets the normalised "
+                     "votes of eq. 1; the learned router's own activations (and the input activations it reads) "
+                     "against the pose's length with the input activations ignored, T = 3 updates against r = 3 "
+                     "(T = 2); the same network otherwise, data, schedule and seeds")
+
+
+def learned_claims(shipped: dict | None = None) -> tuple:
+    """The rows of :data:`LEARNED_CLAIMS` that a run of chapter 07's study can ask (default: the shipped longer run),
+    read from its provenance's settings and its routers. Sabour's CapsNet with the :data:`DYNAMIC_NORMALIZED` arm
+    (the shipped run): all seven. Sabour's CapsNet without it (the quick settings as the chapter trains them): the
+    first three; the same-votes and votes-alone rows need the arm. Faria's network (the gpu and full profiles, a
+    cluster's run), where every router gets eq. 1's votes: the Table 3 row and the two same-votes rows, asked of its
+    dynamic routing, each saying what differs in that network; the votes-alone rows cannot be asked there. Chapter 07.
+    """
+    shipped = shipped_routing_runs() if shipped is None else shipped
+    if not isinstance(shipped, dict) or not isinstance(shipped.get("runs"), dict):
+        raise ValueError("shipped must be a run of chapter 07's study (shipped_routing_runs()), with its 'runs'")
+    capsnet = shipped.get("provenance", {}).get("settings", {}).get("capsnet")
+    if not isinstance(capsnet, dict):
+        raise ValueError("shipped's provenance must hold the run's settings (provenance['settings']['capsnet'])")
+    routers = {router for by_router in shipped["runs"].values() for router in by_router}
+    if "votes" in capsnet:                       # Sabour's CapsNet: the votes are the settings' choice per router
+        return LEARNED_CLAIMS if DYNAMIC_NORMALIZED in routers else LEARNED_CLAIMS[:3]
+    table3, same_votes = LEARNED_CLAIMS[0], LEARNED_CLAIMS[3:5]
+    return (replace(table3, differs=_PAPER_PAIR),
+            *(replace(c, b=c.b.replace(DYNAMIC_NORMALIZED, "dynamic"), differs=_PAPER_SAME_VOTES) for c in same_votes))
+
+
+def learned_verdicts(shipped: dict | None = None, claims=None, alpha: float = 0.05) -> list:
+    """Chapter 07's verdict table: ``claims`` (default :func:`learned_claims` of the run: :data:`LEARNED_CLAIMS` for
+    the shipped longer run) tested on a run of the study (default the shipped longer run;
+    :func:`learned_claim_records`) by :func:`capsule_lab.evidence.claims.claim_verdicts`. Chapter 07."""
+    shipped = shipped_routing_runs() if shipped is None else shipped
+    return claim_verdicts(learned_claim_records(shipped), learned_claims(shipped) if claims is None else claims, alpha)
 
 
 #: Chapter 07's settings in each profile (``chapter_settings("07", profile)``).

@@ -171,15 +171,19 @@ def summarize_records(records: list, measures=("accuracy", "affine_accuracy", "t
     return summary
 
 
-def longer_run_settings(epochs: int, train_size: int, test_size: int, seeds, routers=None) -> RouterBenchSettings:
+def longer_run_settings(epochs: int, train_size: int, test_size: int, seeds, routers=None,
+                        lr_decay: float | None = None) -> RouterBenchSettings:
     """The quick bench trained longer (``scripts/router_bench_longer_run.py``): the quick profile's settings with
-    ``epochs``, the sizes, ``seeds`` and ``routers`` (default all), REM's pruning rounds kept below the epochs so the
-    network trains after its last one. Chapter 08."""
+    ``epochs``, the sizes, ``seeds``, ``routers`` (default all) and ``lr_decay`` (default the quick schedule's), REM's
+    pruning rounds kept below the epochs so the network trains after its last one. Chapter 08."""
     quick = SETTINGS["quick"]
     check_positive_int(epochs, "epochs")
+    if lr_decay is not None and not 0 < lr_decay <= 1:
+        raise ValueError(f"lr_decay must be in (0, 1], got {lr_decay!r}")
     return replace(quick, train_size=train_size, test_size=test_size, seeds=tuple(seeds),
                    routers=tuple(routers) if routers else quick.routers,
-                   schedule=replace(quick.schedule, epochs=epochs), rem_rounds=min(quick.rem_rounds, epochs - 1))
+                   schedule=replace(quick.schedule, epochs=epochs, lr_decay=lr_decay or quick.schedule.lr_decay),
+                   rem_rounds=min(quick.rem_rounds, epochs - 1))
 
 
 def shipped_longer_run(report: str = "router_bench_long") -> tuple[RouterBenchSettings, list, dict]:
