@@ -36,3 +36,22 @@ def pytest_collection_modifyitems(items):
             # one worker runs all of a slow task's tests, so that check() trains its reference once for them
             # (grading.engine.checking keeps a task's reference answers for the process), not once per worker and test
             item.add_marker(pytest.mark.xdist_group(f"task-{task}"))
+
+
+#: The draw the tests give check's drawn seeds (grading.engine.checking.fresh_draw: new at every call otherwise).
+CHECK_DRAW = 2026
+
+
+@pytest.fixture
+def check_draw(monkeypatch):
+    """Fix the seeds ``check`` draws for an experiment's cases (:func:`~capsule_lab.grading.tasks.registry.case_seed`)
+    and return ``cases(task)``: the task's cases as check then runs them, so a test can compute their answers."""
+    from capsule_lab.grading.engine import checking
+    from capsule_lab.grading.tasks.registry import drawn
+
+    monkeypatch.setattr(checking, "fresh_draw", lambda: CHECK_DRAW)
+
+    def cases(task):
+        with drawn(CHECK_DRAW):
+            return task.cases()
+    return cases

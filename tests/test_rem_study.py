@@ -362,7 +362,7 @@ def _script():
 def test_the_longer_run_script_s_schedule_reaches_the_paper_s_sparsity_range():
     script = _script()
     args = type("Args", (), {"quick": False, "train_size": 30000, "test_size": 10000, "epochs": 24, "seeds": [0, 1, 2],
-                             "threads": 1})()
+                             "threads": 1, "lr_decay": None})()
     quick = chapter_settings("05", "quick")
     for dataset in ("fashion", "mnist", "expanded"):
         s = script.settings_for(dataset, args)

@@ -12,11 +12,12 @@ its hidden cases pass. The reference's answers on them are computed here, outsid
 notebook's code runs, and never cached (they differ for every notebook).
 
 Predictions return a number the student works out: they have no hidden cases (a table of their answers is the same
-as knowing them). An experiment's case gets a hidden twin only where it takes its seed from
-:func:`~capsule_lab.grading.tasks.registry.drawn_seed` (08's): a case whose seed the exercise names, whose answer
-the student could copy, would otherwise pass by a lookup. ``check`` too runs such a case on a seed drawn afresh
-at every call (:func:`redrawn_cases`), so that a lookup fails there as well; a case with a literal seed stays as
-it is (05, 06 and 07's experiments; see the instructors' guide).
+as knowing them). An experiment's case gets a hidden twin where it takes its seed from
+:func:`~capsule_lab.grading.tasks.registry.case_seed` (every seed but 0, in the experiments of exercises 05-08): a
+case whose seed the exercise names, whose answer the student could copy (a failing check shows the expected
+number), would otherwise pass by a lookup. ``check`` too runs such a case on a seed drawn afresh at every call
+(:func:`redrawn_cases`), so that a lookup fails there as well; seed 0's cases stay as they are (an exercise may print
+their answers), and every case group holds a drawn case.
 The report records
 the nonce (``hidden_draw``): with the key, the instructor draws the same cases again.
 """
@@ -83,8 +84,8 @@ def _drawn_twins(task: Task, number: int) -> list[Case | None]:
 
 def hidden_cases(task: Task, number: int) -> list[Case]:
     """``task``'s cases built again under the draw ``number``: each one whose inputs differ from its published
-    twin's, named ``"hidden: <its name>"``, in the same group, marked ``hidden``. None for a prediction, nor for an
-    experiment whose seeds are literals (:data:`HIDDEN_KINDS`)."""
+    twin's, named ``"hidden: <its name>"``, in the same group, marked ``hidden``. None for a prediction
+    (:data:`HIDDEN_KINDS`), nor for an experiment's case on a literal seed (seed 0)."""
     if task.kind not in HIDDEN_KINDS:
         return []
     return [dataclasses.replace(c, name=HIDDEN_PREFIX + c.name, hidden=True)

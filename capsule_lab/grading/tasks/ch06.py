@@ -22,7 +22,7 @@ from ...capsules import squash
 from ...layers.ladder import (GAMMA, LadderLayer, PruningLayer, code_vector, ladder_activation, ladder_poses, propagate,
                               regress, regressed_capsules, top_k_capsules)
 from ...measures.activity import most_active_couplings
-from .registry import Case, Task, WrongAnswer, generator, randn, register
+from .registry import Case, Task, WrongAnswer, case_seed, generator, randn, register
 from .questions import Question, register_questions
 
 # --- 06.top_k -------------------------------------------------------------------------------------------
@@ -273,7 +273,8 @@ _EXP_N, _EXP_K, _EXP_D, _EXP_POSE = 1000, 8, 8, 16
 #: The experiment's band, atol. The answer is compared with the reference at the same seed and σ, which a float64
 #: computation reproduces to round-off (4e-17 between this CPU's kernels on 2 threads and AVX2-only kernels on 1
 #: thread). What a correct answer may still differ by is the choice of γ: the paper's 5.12 or the exact root 5.129…
-#: of the chapter (`solve_gamma`), which moves the mean activity by up to 0.00056 on the task's cases; the band is
+#: of the chapter (`solve_gamma`), which moves the mean activity by up to 0.00056 on the published cases and by
+#: never more than Δγ/(γe) = 0.00067 at any seed and σ (|e^(−γx) − e^(−γ'x)| ≤ Δγ · x e^(−γx) ≤ Δγ/(γe)); the band is
 #: 0.001. (The spread *between* seeds, 0.0047, is no measure of this comparison.) The nearest wrong variant, the
 #: error averaged over all K·d entries, misses it by 0.0096 at σ = 0.05 and far more elsewhere (tests/test_tasks_06.py).
 _EXP_BAND = 0.001
@@ -316,14 +317,15 @@ def _experiment_variant(sigma, seed=0, mistake=""):
 
 
 def _experiment_cases() -> list:
-    return [
-        Case("σ = 0, seed 0", (0.0, 0), grad="none", group="seed 0"),
-        Case("σ = 0.1, seed 0", (0.1, 0), grad="none", group="seed 0"),
-        Case("σ = 0.4, seed 0", (0.4, 0), grad="none", group="seed 0"),
-        Case("σ = 0.2, seed 1", (0.2, 1), grad="none", group="seeds 1 and 2"),
-        Case("σ = 0.8, seed 2", (0.8, 2), grad="none", group="seeds 1 and 2"),
-        Case("σ = 0.05, seed 2", (0.05, 2), grad="none", group="seeds 1 and 2"),
-    ]
+    """Seed 0's three cases, and one case on each of three seeds from :func:`~.registry.case_seed` (1, 2 and 3 when
+    published): drawn afresh by every check and every grading, so that no table of answers holds them. Three seeds,
+    because an answer blind to the seed (the mean over seeds at each σ) lands within the band at one seed about one
+    time in three (σ = 0.2 0.47, σ = 0.8 0.37, σ = 0.4 0.25: the seeds' spread against the band)."""
+    plan = [("σ = 0", 0.0, 0), ("σ = 0.1", 0.1, 0), ("σ = 0.4", 0.4, 0),
+            ("σ = 0.2", 0.2, 1), ("σ = 0.8", 0.8, 2), ("σ = 0.4", 0.4, 3)]
+    seeds = {published: case_seed(published) for published in (0, 1, 2, 3)}
+    return [Case(f"{said}, {seeds[seed][1]}", (x, seeds[seed][0]), grad="none",
+                 group="seed 0" if seed == 0 else "three drawn seeds") for said, x, seed in plan]
 
 
 def _experiment_wrong(mistake):

@@ -27,7 +27,7 @@ from ...studies.bench.entries import BenchEntry
 from ...evidence.stats import binomial_standard_error, mcnemar_test, paired_t_test, pooled_mcnemar_test
 from ...studies.bench.runner import run_router_bench, summarize_records
 from ...routing import Router, RoutingResult, dynamic_routing
-from .registry import Case, Task, WrongAnswer, drawn_seed, generator, register
+from .registry import Case, Task, WrongAnswer, case_seed, generator, register
 from .questions import Question, register_questions
 
 # --- 08.summary -----------------------------------------------------------------------------------------------
@@ -342,13 +342,13 @@ _EXPERIMENT_WRONG = (
 
 def _experiment_cases() -> list:
     """Seed 0, whose accuracy the exercise prints, and two seeds drawn afresh by every check and every grading
-    (:func:`~.registry.drawn_seed`; 1 and 2 when published), which no table of answers holds."""
+    (:func:`~.registry.case_seed`; 1 and 2 when published), which no table of answers holds."""
     data = _experiment_data()
     size = f"{_EXP_TRAIN} training and {_EXP_TEST} test images"
     cases = [Case(f"seed 0 ({size})", (*data, 0), grad="none", group="seed 0")]
     for published in (1, 2):
-        seed = drawn_seed(published)
-        cases.append(Case(f"seed {seed}" + (", drawn" if seed != published else "") + f" ({size})", (*data, seed),
+        seed, label = case_seed(published)
+        cases.append(Case(f"{label} ({size})", (*data, seed),
                           grad="none", group="two drawn seeds"))
     return cases
 

@@ -33,7 +33,7 @@ from typing import Callable, Iterator
 import torch
 
 __all__ = ["Case", "WrongAnswer", "Task", "KINDS", "TASKS", "register", "task_ids", "get_task",
-           "tasks_for_chapter", "generator", "randn", "drawn", "drawn_seed"]
+           "tasks_for_chapter", "generator", "randn", "drawn", "drawn_seed", "case_seed"]
 
 
 @dataclass(frozen=True)
@@ -248,6 +248,14 @@ def drawn_seed(published: int) -> int:
     if not _DRAW:
         return published
     return 3 + (published * 0x9E3779B97F4A7C15 + _DRAW[-1]) % (2 ** 31 - 4)
+
+
+def case_seed(published: int) -> tuple[int, str]:
+    """``(seed, "seed …")``: the seed an experiment's case runs on and how its name says it. Seed 0 stays as it is
+    (an exercise may print its answer); any other is :func:`drawn_seed` of ``published``, named ``"seed 1"`` as
+    published and ``"seed 1896249921, drawn"`` within a draw (the feedback names the seed a check ran)."""
+    seed = drawn_seed(published) if published != 0 else 0
+    return seed, f"seed {seed}" + (", drawn" if seed != published else "")
 
 
 def randn(gen, *shape, dtype=torch.float32, scale=1.0):
