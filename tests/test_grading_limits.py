@@ -305,3 +305,67 @@ def test_the_advice_is_given_only_for_a_missing_kernel(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "ipykernel" else object())
     advice = kernel.missing_kernel_advice(RuntimeError("No module named ipykernel_launcher"), "python3")
     assert "ipykernel is not installed" in advice and "capsule-lab[notebooks]" in advice
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_tree_usage_sums_the_processes_below_and_finds_a_new_one_at_the_next_scan():
+    """processes.TreeUsage (the grader polls the sandboxed evaluation's tree every 20 ms): CPU summed over the tree
+    as psutil sees it, a child started after a scan counted from the next scan, one that ended scanned away at once."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from capsule_lab.grading.engine.processes import TreeUsage, usage
+
+    def until(condition, seconds=60.0):
+        end = time.monotonic() + seconds
+        while not condition():
+            assert time.monotonic() < end, "timed out"
+            time.sleep(0.05)
+
+    def spun(pid, at_least):                    # the process has used this much CPU (it spins, then sleeps)
+        return lambda: sum(psutil.Process(pid).cpu_times()[:2]) >= at_least
+
+    spin = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\ntime.sleep({rest})"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        f"a = subprocess.Popen([sys.executable, '-c', {spin.format(s=0.6, rest=60)!r}])\n"
+        "sys.stdin.readline()\n"
+        f"b = subprocess.Popen([sys.executable, '-c', {spin.format(s=0.3, rest=0)!r}])\n"
+        "sys.stdin.readline()\n"
+        "b.wait()\n"
+        "time.sleep(60)")], stdin=subprocess.PIPE, text=True)
+
+    def say():
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+
+    try:
+        until(lambda: len(psutil.Process(parent.pid).children()) == 1)
+        watch = TreeUsage(parent.pid, rescan_s=3600)          # one scan, then only the processes it found
+        (a,) = psutil.Process(parent.pid).children()
+        until(spun(a.pid, 0.6))
+        first = watch()
+        by_psutil = sum(sum(psutil.Process(p).cpu_times()[:2]) for p in (parent.pid, a.pid))
+        assert len(watch._pids) == 2 and abs(first[0] - by_psutil) <= 0.05 and first[0] >= 0.6
+        assert first == usage(parent.pid, below=True)
+        say()
+        until(lambda: len(psutil.Process(parent.pid).children()) == 2)
+        b = next(c for c in psutil.Process(parent.pid).children() if c.pid != a.pid)
+        until(spun(b.pid, 0.3))
+        assert watch()[0] == pytest.approx(first[0], abs=0.05)     # not scanned again: not seen yet
+        watch.rescan_s = 0
+        assert watch()[0] >= first[0] + 0.3 - 0.05 and len(watch._pids) == 3
+        watch.rescan_s = 3600
+        say()                                                 # b ends and is waited for: gone from /proc
+        until(lambda: not psutil.pid_exists(b.pid))
+        assert watch() is not None and len(watch._pids) == 2  # scanned again at once
+    finally:
+        for p in psutil.Process(parent.pid).children(recursive=True):
+            p.kill()
+        parent.kill()
+        parent.wait()
+    with pytest.raises(ValueError, match="rescan_s"):
+        TreeUsage(1, rescan_s=-1)

@@ -186,3 +186,17 @@ def test_the_reader_sees_every_form_of_import(tmp_path):
                      "pkg.sub": set(), "pkg.sub.c": {"pkg.a", "pkg.b"}}
     # the shortest way around goes through the import inside a function
     assert circles(graph) == [(["pkg.a", "pkg.sub.c", "pkg.a"], ["pkg.a", "pkg.b", "pkg.sub.c"])]
+
+
+def test_checking_and_grading_start_without_scipy_or_plotting():
+    """Every check a student runs, every kernel the grader starts and every evaluation process imports
+    ``capsule_lab.grading``: SciPy (~0.7 s to import, the statistics of the verdict tables) and the plotting and
+    notebook libraries load where they are used, not on that path."""
+    import subprocess
+    import sys
+
+    code = ("import sys, capsule_lab.grading, capsule_lab.grading.engine.child; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'matplotlib', 'pandas', 'captum', "
+            "'statsmodels', 'nbclient'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -36,10 +36,6 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from scipy.optimize import brentq
-from scipy.stats import nct as noncentral_t
-from scipy.stats import t as student_t
-
 from .._checks import check_nonnegative, check_one_of, check_positive_int
 
 __all__ = ["binomial_standard_error", "t_quantile", "PairedT", "paired_t_test", "McNemar", "correct_string",
@@ -89,11 +85,15 @@ def t_quantile(probability: float, df: int) -> float:
 
     ``t_quantile(0.975, 2)`` = 4.303: with 3 seeds, a 95 % interval is the mean ± 4.3 standard errors.
     """
+    from scipy.stats import t as student_t      # here, not at the top: importing SciPy takes ~0.7 s (see tests)
+
     return float(student_t.ppf(_probability(probability, "probability"), check_positive_int(df, "df")))
 
 
 def _t_tail(t: float, df: int, alternative: str) -> float:
     """P-value of the statistic ``t`` under Student's t(df); t = ±inf (no spread) gives 0 or 1."""
+    from scipy.stats import t as student_t
+
     if alternative == "greater":
         return float(student_t.sf(t, df))
     if alternative == "less":
@@ -374,6 +374,8 @@ def power_paired_t(effect: float, sd: float, n: int, alpha: float) -> float:
     n = check_positive_int(n, "n")
     if n < 2:
         raise ValueError("n must be an integer >= 2: a t test needs two seeds")
+    from scipy.stats import nct as noncentral_t
+
     critical = t_quantile(1 - _probability(alpha, "alpha"), n - 1)
     return float(noncentral_t.sf(critical, n - 1, effect * math.sqrt(n) / sd))
 
@@ -389,6 +391,8 @@ def min_detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8) -
     high = sd
     while power_paired_t(high, sd, n, alpha) < power:
         high *= 2
+    from scipy.optimize import brentq
+
     return float(brentq(lambda e: power_paired_t(e, sd, n, alpha) - power, 0.0, high, xtol=1e-12 * high))
 
 

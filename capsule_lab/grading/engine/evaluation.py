@@ -41,7 +41,7 @@ from .checking import stand_in_note
 from .hidden import graded_cases
 from .judging import credit, earned_points, passed_cases, verdict
 from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
-                        limited, start_in_new_session, usage)
+                        limited, start_in_new_session, TreeUsage, usage)
 from . import sandbox as os_sandbox
 from .records import from_record
 from .reference_cache import package_fingerprint
@@ -280,11 +280,12 @@ def _score(chapter: str, sources: list, folder: str | os.PathLike, tasks: Sequen
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         runs += 1
         phase, k, seen, finished = "starting", start, None, []
+        tree_usage = TreeUsage(proc.pid) if sandbox is not None else None     # bubblewrap's tree
         deadline = time.monotonic() + _STARTUP_TIMEOUT
         try:
             while True:
                 # read before poll() reaps the child: its CPU time is still there (in a sandbox: bubblewrap's tree)
-                now_used = usage(proc.pid, below=sandbox is not None)
+                now_used = tree_usage() if tree_usage is not None else usage(proc.pid)
                 if now_used is not None:
                     seen = (now_used[0], seen[1] if now_used[1] is None and seen else now_used[1])
                 exited = proc.poll() is not None
