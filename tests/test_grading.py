@@ -430,3 +430,67 @@ def test_the_notebook_says_which_points_the_instructor_scores(chapter):
         assert stated, f"{path.name}: the intro does not say what the instructor scores"
         assert int(stated.group(1)) == sum(points) and sorted(map(int, stated.groups()[1:])) == sorted(points)
         assert "counts them as answered or not" in intro
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("grading-references")
+def test_the_gradebook_of_every_solution_and_blank_exercise(solution_reports, exercise_reports, tmp_path, capsys):
+    """Issue 48's loop on the real grader's reports of 16 notebooks, every chapter's solution and blank exercise (two
+    students, named by their folders): written.csv made, filled in by the test (the solutions' answers full points,
+    the blank ones 0), merged and exported. Each chapter's total is recomputed here from the reports' task points
+    and the points given; the Canvas and Moodle files carry those totals."""
+    import csv
+
+    from capsule_lab import cli
+
+    out = tmp_path / "class"
+    out.mkdir()
+    reports = {}
+    for graded in (solution_reports, exercise_reports):
+        for path in sorted(graded["out"].glob("*.json")):
+            report = json.loads(path.read_text(encoding="utf8"))
+            who = Path(report["notebook"]).parent.name
+            shutil.copy(path, out / f"{who}_{path.name}")
+            reports[who, report["chapter"]] = report
+    assert len(reports) == 16 and {w for w, _ in reports} == {"solutions", "exercises"}
+    assert cli.main(["gradebook", str(out), "--student", "folder"]) == 0
+    with open(out / "written.csv", newline="", encoding="utf8") as f:
+        written = list(csv.DictReader(f))
+    hand_items = {item_id(q.id) for q in QUESTIONS.values()}    # every prediction's reasoning and written question
+    assert {(r["student"], r["item"]) for r in written} <= {(w, i) for w in ("solutions", "exercises")
+                                                            for i in hand_items}
+    assert {r["item"] for r in written if r["student"] == "solutions"} == hand_items
+    for r in written:
+        r["points"] = r["max_points"] if r["student"] == "solutions" else "0"
+    with open(out / "written.csv", "w", newline="", encoding="utf8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(written[0]))
+        writer.writeheader()
+        writer.writerows(written)
+    given = {(r["student"], r["item"].split(".")[0]): 0.0 for r in written}
+    for r in written:
+        given[r["student"], r["item"].split(".")[0]] += float(r["points"])
+    capsys.readouterr()
+    for platform in ("canvas", "moodle"):
+        assert cli.main(["gradebook", str(out), "--student", "folder", "--export", platform]) == 0
+    assert f"hand-scored points: {len(written)} entered" in capsys.readouterr().out
+    with open(out / "gradebook.csv", newline="", encoding="utf8") as f:
+        book = {r["student"]: r for r in csv.DictReader(f)}
+    for (who, chapter), report in reports.items():
+        checked = sum(t["points"] for t in report["tasks"].values())
+        hand_max = sum(q.points for q in QUESTIONS.values() if q.id.startswith(chapter + "."))
+        total = checked + given.get((who, chapter), 0.0)
+        assert float(book[who][f"{chapter} checked"]) == checked == report["score"], (who, chapter)
+        assert float(book[who][f"{chapter} total"]) == total, (who, chapter)
+        assert float(book[who][f"{chapter} max"]) == report["max_score"] + hand_max
+    assert all(float(book["solutions"][f"{c:02d} total"]) == float(book["solutions"][f"{c:02d} max"])
+               for c in range(1, 9))
+    assert all(float(book["exercises"][f"{c:02d} total"]) == 0 for c in range(1, 9))
+    assert book["solutions"]["status"] == book["exercises"]["status"] == "complete"
+    with open(out / "moodle.csv", newline="", encoding="utf8") as f:
+        moodle = {r["username"]: r for r in csv.DictReader(f)}
+    with open(out / "canvas.csv", newline="", encoding="utf8") as f:
+        canvas = {row[3]: row for row in list(csv.reader(f))[2:]}
+    for who in ("solutions", "exercises"):
+        totals = [float(book[who][f"{c:02d} total"]) for c in range(1, 9)]
+        assert [float(v) for k, v in moodle[who].items() if k != "username"] == totals
+        assert [float(v) for v in canvas[who][5:]] == totals
