@@ -434,14 +434,17 @@ def test_the_notebook_says_which_points_the_instructor_scores(chapter):
 
 @pytest.mark.notebook
 @pytest.mark.xdist_group("grading-references")
-def test_the_gradebook_of_every_solution_and_blank_exercise(solution_reports, exercise_reports, tmp_path, capsys):
-    """Issue 48's loop on the real grader's reports of 16 notebooks, every chapter's solution and blank exercise (two
-    students, named by their folders): written.csv made, filled in by the test (the solutions' answers full points,
-    the blank ones 0), merged and exported. Each chapter's total is recomputed here from the reports' task points
-    and the points given; the Canvas and Moodle files carry those totals."""
+def test_the_gradebook_of_every_solution_and_blank_exercise(solution_reports, exercise_reports, planted_report,
+                                                            tmp_path, capsys):
+    """Issue 48's loop on the real grader's reports of 17 notebooks, every chapter's solution and blank exercise (two
+    students, named by their folders) and the planted wrong answer's 02 (a third, with a partial score and one
+    chapter): written.csv made, filled in by the test (the solutions' answers full points, the blank ones 0), merged
+    and exported. Each chapter's total is recomputed here from the reports' task points and the points given; the
+    Canvas and Moodle files carry those totals."""
     import csv
 
     from capsule_lab import cli
+    from capsule_lab.grading.engine.signing import instructor_key, sign
 
     out = tmp_path / "class"
     out.mkdir()
@@ -452,7 +455,12 @@ def test_the_gradebook_of_every_solution_and_blank_exercise(solution_reports, ex
             who = Path(report["notebook"]).parent.name
             shutil.copy(path, out / f"{who}_{path.name}")
             reports[who, report["chapter"]] = report
-    assert len(reports) == 16 and {w for w, _ in reports} == {"solutions", "exercises"}
+    planted = planted_report["report"]                   # graded without a report file: signed here as grade does
+    (out / "planted_02.json").write_text(json.dumps(sign(planted, instructor_key())), encoding="utf8")
+    partial = Path(planted["notebook"]).parent.name
+    reports[partial, "02"] = planted
+    assert 0 < planted["score"] < planted["max_score"]
+    assert len(reports) == 17 and {w for w, _ in reports} == {"solutions", "exercises", partial}
     assert cli.main(["gradebook", str(out), "--student", "folder"]) == 0
     with open(out / "written.csv", newline="", encoding="utf8") as f:
         written = list(csv.DictReader(f))
@@ -486,11 +494,13 @@ def test_the_gradebook_of_every_solution_and_blank_exercise(solution_reports, ex
                for c in range(1, 9))
     assert all(float(book["exercises"][f"{c:02d} total"]) == 0 for c in range(1, 9))
     assert book["solutions"]["status"] == book["exercises"]["status"] == "complete"
+    assert book[partial]["02 total"] == str(planted["score"]) and book[partial]["01 total"] == ""
+    assert "01: not submitted" in book[partial]["status"]
     with open(out / "moodle.csv", newline="", encoding="utf8") as f:
         moodle = {r["username"]: r for r in csv.DictReader(f)}
     with open(out / "canvas.csv", newline="", encoding="utf8") as f:
         canvas = {row[3]: row for row in list(csv.reader(f))[2:]}
-    for who in ("solutions", "exercises"):
-        totals = [float(book[who][f"{c:02d} total"]) for c in range(1, 9)]
-        assert [float(v) for k, v in moodle[who].items() if k != "username"] == totals
-        assert [float(v) for v in canvas[who][5:]] == totals
+    for who in ("solutions", "exercises", partial):
+        totals = [book[who][f"{c:02d} total"] for c in range(1, 9)]
+        assert [v for k, v in moodle[who].items() if k != "username"] == totals
+        assert canvas[who][5:] == totals
