@@ -21,6 +21,7 @@ from capsule_lab.grading import check, grade_notebook, tasks_for_chapter
 from capsule_lab.grading.engine import checking as checking_module
 from capsule_lab.grading.engine.judging import credit
 from capsule_lab.grading.engine.running import expected, run_student
+from conftest import CHECK_DRAW
 from capsule_lab.grading.tasks import get_task
 
 from _wrong_answers import assert_fails_with_hint
@@ -156,15 +157,13 @@ def _bench(seed: int) -> dict:
 
 REAL_FRESH_DRAW = checking_module.fresh_draw
 
-#: The draw the tests give check's drawn seeds (checking.fresh_draw), so that they train the same networks every run.
-DRAW = 2026
+#: The draw the tests give check's drawn seeds (conftest's check_draw), so that they train the same networks every run.
+DRAW = CHECK_DRAW
 
 
 @pytest.fixture(autouse=True)
-def fixed_draw(monkeypatch):
-    from capsule_lab.grading.engine import checking
-
-    monkeypatch.setattr(checking, "fresh_draw", lambda: DRAW)
+def fixed_draw(check_draw):
+    """Every test of this file runs check on the drawn seeds of :data:`DRAW` (conftest's ``check_draw``)."""
 
 
 def _drawn_seeds(draw=DRAW) -> list:

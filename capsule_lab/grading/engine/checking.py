@@ -91,16 +91,13 @@ def _checked_cases(task: Task) -> list[Expected]:
     experiment, training its networks again). An experiment's cases whose seeds are drawn (08's) are the exception:
     they are drawn afresh for every check (:func:`fresh_draw`) and the reference runs on them every time; its fixed
     cases (08's seed 0) are kept on disk like any other task's."""
-    pairs = redrawn_cases(task, fresh_draw()) if task.kind == "experiment" else []
-    fixed = [case for case, drawn in pairs if not drawn]
+    pairs = redrawn_cases(task, fresh_draw())
     kept = _CHECKED.get(task.id)
     if kept is None or kept[0] is not task:
-        kept = _CHECKED[task.id] = (task, expected(replace(task, cases=lambda: fixed), cached=True)
-                                    if len(fixed) < len(pairs) else expected(task, cached=True))
-    if len(fixed) == len(pairs):
-        return kept[1]
-    known = iter(kept[1])
-    fresh = iter(expected(replace(task, cases=lambda: [case for case, drawn in pairs if drawn])))
+        fixed = [case for case, drawn in pairs if not drawn]
+        kept = _CHECKED[task.id] = (task, expected(replace(task, cases=lambda: fixed), cached=True))
+    drawn_now = [case for case, drawn in pairs if drawn]
+    known, fresh = iter(kept[1]), iter(expected(replace(task, cases=lambda: drawn_now)) if drawn_now else ())
     return [next(fresh) if drawn else next(known) for _, drawn in pairs]
 
 

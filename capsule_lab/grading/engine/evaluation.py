@@ -24,6 +24,7 @@ all pass (:func:`~capsule_lab.grading.engine.judging.credit`); the other statuse
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -38,7 +39,7 @@ import torch
 from ..tasks import TASKS
 from ..tasks.registry import Task
 from .checking import stand_in_note
-from .hidden import graded_cases
+from .hidden import fixed_cases, graded_cases
 from .judging import credit, earned_points, passed_cases, verdict
 from .processes import (DEFAULT_MEMORY_LIMIT_MB, check_limits, default_cpu_limit, is_memory_error, kill_session,
                         limited, start_in_new_session, TreeUsage, usage)
@@ -73,8 +74,9 @@ def prepare(tasks: Sequence[Task]) -> None:
     if not _DIGEST:
         _DIGEST.append(_package_digest())
     for task in tasks:
-        if task.id not in _EXPECTED:
-            _EXPECTED[task.id] = expected(task, cached=True)
+        if task.id not in _EXPECTED:      # an experiment's drawn cases run on the seeds drawn for each notebook only
+            _EXPECTED[task.id] = expected(dataclasses.replace(task, cases=lambda fixed=fixed_cases(task): fixed),
+                                          cached=True)
 
 
 def _request(chapter: str, folder: Path, sources: list, tasks: Sequence[Task], statement_timeout: float,

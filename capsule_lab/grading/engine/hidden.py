@@ -36,7 +36,7 @@ from ..tasks.registry import Case, Task, drawn
 from .running import Expected, expected
 
 __all__ = ["HIDDEN_KINDS", "HIDDEN_PREFIX", "draw", "new_nonce", "hidden_cases", "hidden_expected", "redrawn_cases",
-           "graded_cases"]
+           "fixed_cases", "graded_cases"]
 
 #: The kinds of task that get hidden cases.
 HIDDEN_KINDS = ("implement", "bug hunt", "experiment")
@@ -102,6 +102,13 @@ def redrawn_cases(task: Task, number: int) -> list[tuple[Case, bool]]:
     return [(p, False) if c is None else (c, True) for c, p in zip(_drawn_twins(task, number), published)]
 
 
+def fixed_cases(task: Task) -> list[Case]:
+    """The published cases of ``task`` that no draw changes: all of them, but for an experiment only those on a
+    literal seed (seed 0; :func:`~capsule_lab.grading.tasks.registry.case_seed`). The reference's answers on them are
+    the ones kept on disk, by ``check`` and by ``grade``; an experiment's other cases run only on drawn seeds."""
+    return [case for case, drawn_now in redrawn_cases(task, 0) if not drawn_now]
+
+
 def hidden_expected(tasks: Sequence[Task], number: int) -> dict[str, list[Expected]]:
     """``{task id: [Expected]}``: the hidden cases of each of ``tasks`` under the draw ``number`` with the
     reference's answers, computed here (the projection weights of the gradient check drawn too); never cached."""
@@ -120,5 +127,5 @@ def graded_cases(task: Task, published: Sequence[Expected], hidden: Sequence[Exp
     trains once, and the student's function runs on no seed it could have been told."""
     if task.kind != "experiment" or not hidden:
         return [*published, *hidden]
-    mirrored = {p.name for p, twin in zip(task.cases(), _drawn_twins(task, 0)) if twin is not None}
-    return [e for e in published if e.case.name not in mirrored] + list(hidden)
+    fixed = {case.name for case in fixed_cases(task)}
+    return [e for e in published if e.case.name in fixed] + list(hidden)
